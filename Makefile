@@ -1,0 +1,29 @@
+# Two set-up commands work on a fresh machine with only Python 3.10+:
+#   make demo   installs into .venv and runs the main job on the sample traces
+#   make test   installs into .venv and runs the whole test suite
+PYTHON ?= python3
+VENV ?= .venv
+BIN = $(VENV)/bin
+# A bare `torch` requirement pulls the CUDA build; pin the CPU build first, then the extra.
+TORCH ?= torch==2.13.0
+
+.PHONY: demo test bench clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q $(TORCH)
+	$(BIN)/python -m pip install -q -e '.[replay,test]'
+	touch $@
+
+demo: $(BIN)/.installed
+	$(BIN)/tracecli inspect sample_traces/vgg19_chainer.txt
+	$(BIN)/tracecli inspect sample_traces/resnet50_horovod_tf.txt --top 12
+
+test: $(BIN)/.installed
+	$(BIN)/python -m pytest -q
+
+bench: $(BIN)/.installed
+	$(BIN)/python benchmarks/parse_scale.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

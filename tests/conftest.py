@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "sample_traces"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+VGG = SAMPLES / "vgg19_chainer.txt"
+RESNET = SAMPLES / "resnet50_horovod_tf.txt"
+RESNET_SIZES = SAMPLES / "resnet50_horovod_tf.sizes.json"
+
+
+class ChainerDump:
+    """Writes small Chainer dumps: tensors and forward ops; backward records derived."""
+
+    def __init__(self):
+        self.tensors: list[tuple[int, int, str]] = []
+        self.ops: list[tuple[str, list, list, str, dict]] = []
+
+    def tensor(self, size: int, name: str = "_") -> int:
+        tid = len(self.tensors)
+        self.tensors.append((tid, size, name))
+        return tid
+
+    def forward(self, cls: str, inputs: list[int], outputs: list[int], rank: int,
+                grads_for: list[int] | None = None) -> None:
+        self.ops.append(("forward", [(i, "_") for i in inputs], outputs, cls, {"rank": rank}))
+        targets = inputs if grads_for is None else grads_for
+        roles = [(o, "gradient") for o in outputs] + [(i, "input") for i in inputs]
+        self.ops.append(("backward", roles, targets, cls, {"rank": rank}))
+
+    def text(self, backward_first: bool = False) -> str:
+        ops = sorted(self.ops, key=lambda o: o[0] != "backward") if backward_first else self.ops
+        lines = [f"{len(self.tensors)} {len(ops)}"]
+        lines += [f"{t} {s} {n}" for t, s, n in self.tensors]
+        for phase, ins, outs, cls, attrs in ops:
+            lines += [phase, f"{len(ins)} {len(outs)}"]
+            lines += [f"{i} {r}" for i, r in ins]
+            lines += [str(o) for o in outs]
+            lines += [cls, json.dumps(attrs)]
+        return "\n".join(lines) + "\n"
+
+    def write(self, path: Path, **kw) -> Path:
+        path.write_text(self.text(**kw))
+        return path
+
+
+@pytest.fixture
+def dump():
+    return ChainerDump()

@@ -1,0 +1,90 @@
+"""Mutated samples never raise anything but TraceCliError (DESIGN 6)."""
+
+from __future__ import annotations
+
+import shutil
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tracecli import LoadOptions, TraceCliError, load_trace, readiness, size_report
+
+from conftest import RESNET, RESNET_SIZES, VGG
+
+SAMPLES = {"vgg": VGG.read_bytes(), "resnet": RESNET.read_bytes(),
+           "sizes": RESNET_SIZES.read_bytes()}
+
+
+@st.composite
+def mutations(draw, data: bytes):
+    lines = data.split(b"\n")
+    for _ in range(draw(st.integers(1, 4))):
+        if not lines:
+            lines = [b""]
+        i = draw(st.integers(0, len(lines) - 1))
+        action = draw(st.sampled_from(["delete", "duplicate", "swap", "line", "byte", "truncate", "number"]))
+        if action == "delete":
+            del lines[i]
+        elif action == "duplicate":
+            lines.insert(i, lines[i])
+        elif action == "swap":
+            j = draw(st.integers(0, len(lines) - 1))
+            lines[i], lines[j] = lines[j], lines[i]
+        elif action == "line":
+            lines[i] = draw(st.binary(max_size=30) | st.sampled_from(
+                [b"forward", b"backward", b"0 0", b"-1 _", b"{}", b'{"rank": -1}', b"_", b"1 2 3"]))
+        elif action == "byte" and lines[i]:
+            k = draw(st.integers(0, len(lines[i]) - 1))
+            lines[i] = lines[i][:k] + bytes([draw(st.integers(0, 255))]) + lines[i][k + 1:]
+        elif action == "truncate":
+            lines = lines[:i]
+        elif action == "number":
+            lines[i] = lines[i].replace(b"1", str(draw(st.integers(-5, 10**6))).encode(), 1)
+    return b"\n".join(lines)
+
+
+def check(path, options=None):
+    try:
+        trace = load_trace(path, options)
+        size_report(trace, readiness(trace))
+    except TraceCliError as exc:
+        assert str(exc).startswith(str(exc.path or "")), str(exc)
+        assert "\n" not in str(exc)
+
+
+SETTINGS = settings(max_examples=300, deadline=None,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                           HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+@SETTINGS
+@given(data=mutations(SAMPLES["vgg"]))
+def test_mutated_chainer_dump(tmp_path_factory, data):
+    path = tmp_path_factory.mktemp("m") / "vgg.txt"
+    path.write_bytes(data)
+    check(path)
+
+
+@SETTINGS
+@given(data=mutations(SAMPLES["resnet"]))
+def test_mutated_op_list(tmp_path_factory, data):
+    folder = tmp_path_factory.mktemp("m")
+    (folder / "r.txt").write_bytes(data)
+    shutil.copy(RESNET_SIZES, folder / "r.sizes.json")
+    check(folder / "r.txt")
+
+
+@SETTINGS
+@given(data=mutations(SAMPLES["sizes"]))
+def test_mutated_sizes_sidecar(tmp_path_factory, data):
+    path = tmp_path_factory.mktemp("m") / "s.json"
+    path.write_bytes(data)
+    check(RESNET, LoadOptions(sizes=str(path)))
+
+
+@SETTINGS
+@given(data=mutations(SAMPLES["vgg"]), fmt=st.sampled_from(["chainer", "tf-schedule"]))
+def test_forced_format_on_mutated_input(tmp_path_factory, data, fmt):
+    path = tmp_path_factory.mktemp("m") / "x.txt"
+    path.write_bytes(data)
+    check(path, LoadOptions(format=fmt))

@@ -1,0 +1,3 @@
+from .cli import cli
+
+cli(prog_name="tracecli")

@@ -1,0 +1,197 @@
+"""Gradient readiness: in what order parameter gradients become ready during backward.
+
+- Chainer dumps: backward is replayed as ``chainer.Variable.backward`` runs it (a heap keyed
+  by ``(-rank, discovery counter)`` from the loss's creator); a parameter is ready after the
+  last backward op producing its gradient; several parameters of one op are ready together,
+  in the op's output order.
+- Op lists with Horovod nodes: gradient N is ready at the first line naming
+  ``.../Allreduce/cond_N/``.
+- Plain op lists: a variable is ready after the last op of its layer that produces its kind
+  of gradient (``source="producer"``), else after the last backward op of its layer
+  (``source="fallback"``).
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+from typing import Optional
+
+from ..model import EdgeKind, Op, OpKind, Tensor, TensorKind, Trace
+
+__all__ = ["GradientReady", "LayerReady", "Readiness", "readiness", "backward_schedule"]
+
+
+@dataclass(frozen=True, slots=True)
+class GradientReady:
+    """One parameter gradient. ``backward_position`` counts the backward ops run when it is
+    ready (1 = after the first); ``op`` is the op whose completion makes it ready."""
+
+    tensor_id: str
+    name: str
+    elements: Optional[int]
+    layer: Optional[str]
+    nbytes: Optional[int]
+    dtype: Optional[str]
+    shape: Optional[tuple[int, ...]]
+    ready_index: int
+    backward_position: int
+    source: str
+    op: Optional[str]
+    op_name: Optional[str]
+
+
+@dataclass(frozen=True, slots=True)
+class LayerReady:
+    name: str
+    ready_index: int
+    backward_position: int
+    tensors: tuple[str, ...]
+    nbytes: Optional[int]
+    elements: Optional[int]
+
+
+@dataclass(frozen=True)
+class Readiness:
+    gradients: tuple[GradientReady, ...]
+    layers: tuple[LayerReady, ...]
+    backward_ops: tuple[str, ...]  # op ids in backward execution order
+    method: str
+    without_gradient: tuple[str, ...] = ()  # parameters no backward op produces
+
+    @property
+    def total_bytes(self) -> Optional[int]:
+        sizes = [g.nbytes for g in self.gradients]
+        return None if any(s is None for s in sizes) else sum(sizes)
+
+
+def backward_schedule(trace: Trace) -> list[Op]:
+    """Backward ops in execution order.
+
+    Chainer dumps: replay ``Variable.backward`` from every output no forward op consumes
+    (the loss), highest rank first. Op lists: backward ops in list order.
+    """
+    if trace.format != "chainer":
+        return [op for op in trace.ops() if op.kind.is_backward]
+    consumed = set()
+    forward = []
+    for op in trace.ops():
+        if op.kind is OpKind.FORWARD:
+            forward.append(op)
+            consumed.update(op.inputs)
+    backward_of = {}
+    for op in trace.ops():
+        if op.kind is OpKind.BACKWARD and op.partner is not None:
+            backward_of[op.partner] = op
+    roots = [f for f in forward if f.id in backward_of and not consumed.issuperset(f.outputs)]
+    roots.sort(key=lambda f: (-f.rank, f.position))
+    heap: list[tuple[int, int, str]] = []
+    seen: set[str] = set()
+
+    def push(op: Op) -> None:
+        if op.id not in seen:
+            heapq.heappush(heap, (-op.rank, len(seen), op.id))
+            seen.add(op.id)
+
+    for root in roots:
+        push(root)
+    order = []
+    while heap:
+        _, _, fid = heapq.heappop(heap)
+        if fid in backward_of:
+            order.append(backward_of[fid])
+        for tid in trace.op(fid).inputs:
+            creator = trace.creator(tid)
+            if creator is not None:
+                push(creator)
+    return order
+
+
+def readiness(trace: Trace) -> Readiness:
+    """Per-gradient and per-layer readiness order of ``trace``."""
+    schedule = backward_schedule(trace)
+    if trace.format == "chainer":
+        rows, missing = _chainer_rows(trace, schedule)
+        method = "Chainer Variable.backward replay (heap of -rank, discovery order)"
+    else:
+        rows, missing = _op_list_rows(trace)
+        method = ("Horovod: first node naming Allreduce/cond_N" if trace.meta.get("horovod")
+                  else "gradient-producing op of each layer (fallback: layer's last backward op)")
+    rows.sort(key=lambda r: r[0])
+    gradients = tuple(
+        GradientReady(t.id, t.name, t.elements, t.layer, t.nbytes, t.dtype, t.shape, i, bpos, source,
+                      op.id if op else None, op.name if op else None)
+        for i, (_, bpos, t, source, op) in enumerate(rows)
+    )
+    layers = _layers(gradients) or _producer_layers(trace, schedule)
+    return Readiness(gradients, layers, tuple(op.id for op in schedule), method,
+                     tuple(missing))
+
+
+def _chainer_rows(trace: Trace, schedule: list[Op]):
+    where = {op.id: i for i, op in enumerate(schedule)}
+    rows, missing = [], []
+    for tensor in trace.parameters():
+        producers = [op for op in trace.gradient_producers(tensor.id) if op.id in where]
+        if not producers:
+            missing.append(tensor.name)
+            continue
+        last = max(producers, key=lambda op: where[op.id])
+        key = (where[last.id], last.outputs.index(tensor.id))
+        rows.append((key, where[last.id] + 1, tensor, "backward-op", last))
+    return rows, missing
+
+
+def _op_list_rows(trace: Trace):
+    ops = trace.ops()
+    before = [0] * (len(ops) + 1)  # backward ops at or before each position
+    for op in ops:
+        before[op.position + 1] = before[op.position] + (1 if op.kind.is_backward else 0)
+    last_of_layer: dict[str, Op] = {}
+    for op in ops:
+        if op.kind.is_backward and op.layer is not None:
+            last_of_layer[op.layer] = op
+    end = ops[-1].position if ops else 0
+    rows, missing = [], []
+    for tensor in trace.parameters():
+        handoff = trace.linked(tensor.id, EdgeKind.HANDOFF)
+        producers = trace.gradient_producers(tensor.id)
+        if handoff:
+            op, source = trace.op(handoff[0]), "horovod"
+        elif producers:
+            op, source = producers[-1], "producer"
+        elif tensor.layer in last_of_layer:
+            op, source = last_of_layer[tensor.layer], "fallback"
+        else:
+            missing.append(tensor.name)
+            continue
+        position = op.position if op else end
+        rows.append(((position, tensor.index), before[position + 1], tensor, source, op))
+    return rows, missing
+
+
+def _layers(gradients: tuple[GradientReady, ...]) -> tuple[LayerReady, ...]:
+    groups: dict[str, list[GradientReady]] = {}
+    for g in gradients:
+        if g.layer is not None:
+            groups.setdefault(g.layer, []).append(g)
+    result = []
+    for i, (name, members) in enumerate(groups.items()):
+        sizes = [g.nbytes for g in members]
+        nbytes = None if None in sizes else sum(sizes)
+        counts = [g.elements for g in members]
+        elements = None if None in counts else sum(counts)
+        result.append(LayerReady(name, i, members[0].backward_position,
+                                 tuple(g.name for g in members), nbytes, elements))
+    return tuple(result)
+
+
+def _producer_layers(trace: Trace, schedule: list[Op]) -> tuple[LayerReady, ...]:
+    """Layers in order of their first gradient-producing op (op lists without sizes)."""
+    seen: dict[str, int] = {}
+    for count, op in enumerate(schedule, 1):
+        if op.kind is OpKind.GRADIENT and op.layer is not None and op.layer not in seen:
+            seen[op.layer] = count
+    return tuple(LayerReady(name, i, pos, (), None, None)
+                 for i, (name, pos) in enumerate(seen.items()))
+

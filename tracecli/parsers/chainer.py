@@ -1,0 +1,243 @@
+"""Chainer forward/backward graph dumps (DESIGN 2.1).
+
+::
+
+    N_TENSORS N_OPS
+    ID SIZE_BYTES NAME                      (N_TENSORS lines)
+    forward|backward / N_IN N_OUT / N_IN x "ID ROLE" / N_OUT x "ID" / CLASS / {JSON attrs}
+
+Tensors become ``t<ID>`` and records ``op<K>`` (K counts records from 0). Dumps carry bytes, not
+dtypes: arrays are taken as float32 (Chainer's default). Every field is checked; the first problem is raised as a :class:`TraceFormatError` at its line.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+from dataclasses import replace
+from typing import Optional
+
+from ..errors import TraceFormatError
+from ..model import Op, OpKind, Tensor, TensorKind, Trace
+
+__all__ = ["parse", "looks_like"]
+
+FORMAT = "chainer"
+_HEADER_RE = re.compile(r"^\s*\d+\s+\d+\s*$")
+_INT_RE = re.compile(r"^[0-9]+$")
+_CLASS_RE = re.compile(r"^[A-Za-z_][\w.<>]*$")
+_BACKWARD_ROLES = ("gradient", "input", "output")
+
+
+def looks_like(lines: list[str]) -> bool:
+    """A header of two integers, then a tensor line."""
+    return bool(lines) and bool(_HEADER_RE.match(lines[0]))
+
+
+class _Reader:
+    def __init__(self, path: str, lines: list[str]):
+        self.path = path
+        self.lines = lines
+        self.pos = 0  # index of the next line
+
+    def error(self, message: str, line: Optional[int] = None) -> TraceFormatError:
+        return TraceFormatError(self.path, self.pos if line is None else line, message)
+
+    def next(self, what: str) -> list[str]:
+        if self.pos >= len(self.lines):
+            raise TraceFormatError(
+                self.path, len(self.lines) + 1,
+                f"file ends early: expected {what}; the dump is truncated",
+            )
+        line = self.lines[self.pos]
+        self.pos += 1
+        return line.split()
+
+    def ints(self, what: str, count: int) -> list[int]:
+        fields = self.next(what)
+        if len(fields) != count:
+            raise self.error(f"expected {what}, found {self.lines[self.pos - 1]!r}")
+        return [self.to_int(f, what) for f in fields]
+
+    def to_int(self, text: str, what: str) -> int:
+        if not _INT_RE.match(text):
+            kind = "negative" if _INT_RE.match(text[1:]) and text[0] == "-" else "not an integer"
+            raise self.error(f"{what}: {text[:40]!r} is {kind}")
+        if len(text) > 18:
+            raise self.error(f"{what}: {text[:40]!r} is too large")
+        return int(text)
+
+
+def parse(path: str, lines: list[str]) -> Trace:
+    """Parse a Chainer dump into a :class:`Trace`."""
+    r = _Reader(path, lines)
+    if not lines:
+        raise TraceFormatError(path, 1, "file is empty; expected 'N_TENSORS N_OPS'")
+    n_tensors, n_ops = r.ints("'N_TENSORS N_OPS'", 2)
+    tensors, kind_of = _parse_tensors(r, n_tensors)
+    ops = _parse_ops(r, n_ops, kind_of)
+    while r.pos < len(lines):
+        if lines[r.pos].strip():
+            raise TraceFormatError(
+                path, r.pos + 1,
+                f"unexpected content after the last of {n_ops} op records; fix the header's "
+                "op count or remove the extra lines",
+            )
+        r.pos += 1
+    ops = _pair_and_layer(path, ops, tensors)
+    trace = Trace.build(path, FORMAT, ops, tensors.values())
+    cycle = trace.find_forward_cycle()
+    if cycle:
+        first = min((trace.op(o) for o in cycle), key=lambda op: op.line)
+        raise TraceFormatError(
+            path, first.line, f"forward ops form a cycle ({len(cycle)} ops, starting with "
+            f"{first.name}); a step's forward graph must be acyclic",
+        )
+    return trace
+
+
+def _parse_tensors(r: _Reader, count: int) -> tuple[dict[str, Tensor], dict[str, TensorKind]]:
+    tensors: dict[str, Tensor] = {}
+    for _ in range(count):
+        fields = r.next(f"a tensor line 'ID SIZE_BYTES NAME' ({count} expected)")
+        line = r.pos
+        if len(fields) != 3:
+            raise r.error(
+                f"expected a tensor line 'ID SIZE_BYTES NAME', found {r.lines[line - 1]!r}"
+                + ("; the header's tensor count may be too large" if fields and fields[0] in
+                   ("forward", "backward") else "")
+            )
+        tid = "t" + str(r.to_int(fields[0], "tensor id"))
+        size = r.to_int(fields[1], "tensor size")
+        name = fields[2]
+        if tid in tensors:
+            raise r.error(f"duplicate tensor id {fields[0]} (first on line {tensors[tid].line})")
+        if name == "_":
+            kind, layer = TensorKind.ACTIVATION, None
+        elif name.startswith("/"):
+            kind, layer = TensorKind.PARAMETER, name.rsplit("/", 1)[0] or "/"
+        else:
+            kind, layer = TensorKind.INPUT, None
+        tensors[tid] = Tensor(tid, kind, name, size, line=line, layer=layer, dtype="float32")
+    return tensors, {tid: t.kind for tid, t in tensors.items()}
+
+
+def _parse_ops(r: _Reader, count: int, kind_of: dict[str, TensorKind]) -> list[Op]:
+    ops = []
+    for k in range(count):
+        words = r.next(f"op record {k + 1} of {count} ('forward' or 'backward')")
+        start = r.pos
+        if words not in (["forward"], ["backward"]):
+            raise r.error(
+                f"expected 'forward' or 'backward' to start op record {k + 1} of {count}, "
+                f"found {r.lines[start - 1]!r}"
+            )
+        kind = OpKind.FORWARD if words[0] == "forward" else OpKind.BACKWARD
+        n_in, n_out = r.ints("'N_IN N_OUT'", 2)
+        inputs, roles = [], []
+        for _ in range(n_in):
+            fields = r.next("an input line 'TENSOR_ID ROLE'")
+            if len(fields) != 2:
+                raise r.error(f"expected an input line 'TENSOR_ID ROLE', found {r.lines[r.pos - 1]!r}")
+            inputs.append(_tensor_ref(r, fields[0], kind_of))
+            role = fields[1]
+            allowed = ("_",) if kind is OpKind.FORWARD else _BACKWARD_ROLES
+            if role not in allowed:
+                raise r.error(
+                    f"input role {role!r} is not valid in a {words[0]} record; use "
+                    + " or ".join(repr(a) for a in allowed)
+                )
+            roles.append(role)
+        outputs = []
+        for _ in range(n_out):
+            fields = r.next("an output line 'TENSOR_ID'")
+            if len(fields) != 1:
+                raise r.error(f"expected an output line 'TENSOR_ID', found {r.lines[r.pos - 1]!r}")
+            outputs.append(_tensor_ref(r, fields[0], kind_of))
+        fields = r.next("the function class name")
+        if len(fields) != 1 or not _CLASS_RE.match(fields[0]):
+            raise r.error(f"expected a function class name, found {r.lines[r.pos - 1]!r}")
+        name = fields[0]
+        r.next("the function's JSON attributes")
+        attrs = _attrs(r)
+        ops.append(Op(
+            f"op{k}", kind, name, line=start, position=k, rank=attrs["rank"], attrs=attrs,
+            inputs=tuple(inputs), input_roles=tuple(roles), outputs=tuple(outputs),
+        ))
+    return ops
+
+
+def _tensor_ref(r: _Reader, text: str, kind_of: dict[str, TensorKind]) -> str:
+    tid = "t" + str(r.to_int(text, "tensor id"))
+    if tid not in kind_of:
+        raise r.error(f"unknown tensor id {text}; it is not among the header's tensors")
+    return tid
+
+
+def _attrs(r: _Reader) -> dict:
+    text = r.lines[r.pos - 1]
+    try:
+        attrs = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        message = getattr(exc, "msg", "too deeply nested")
+        raise r.error(f"attributes are not valid JSON ({message}); expected one JSON object") from None
+    if not isinstance(attrs, dict):
+        raise r.error("attributes must be one JSON object, e.g. {\"rank\": 0}")
+    rank = attrs.get("rank")
+    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
+        raise r.error("attributes need \"rank\", a non-negative integer (the function's "
+                      "topological generation)")
+    return attrs
+
+
+def _pair_and_layer(path: str, ops: list[Op], tensors: dict[str, Tensor]) -> list[Op]:
+    """Link each backward record to its forward record; give ops their layers."""
+    producer: dict[str, Op] = {}
+    by_key: dict[tuple[str, int], list[Op]] = defaultdict(list)
+    for op in ops:
+        if op.kind is not OpKind.FORWARD:
+            continue
+        by_key[(op.name, op.rank)].append(op)
+        for tid in op.outputs:
+            if tid in producer:
+                raise TraceFormatError(
+                    path, op.line, f"tensor {tid[1:]} is produced by two forward records "
+                    f"(the first on line {producer[tid].line}); each array has one creator",
+                )
+            producer[tid] = op
+
+    def layer_of(op: Op) -> Optional[str]:
+        for tid in op.inputs:
+            if tensors[tid].kind is TensorKind.PARAMETER:
+                return tensors[tid].layer
+        return None
+
+    paired: dict[str, Op] = {}
+    result = []
+    for op in ops:
+        if op.kind is OpKind.FORWARD:
+            result.append(replace(op, layer=layer_of(op)))
+            continue
+        grads = {tid for tid, role in zip(op.inputs, op.input_roles) if role == "gradient"}
+        outs = set(op.outputs)
+        candidates = [
+            f for f in by_key.get((op.name, op.rank), [])
+            if outs <= set(f.inputs) and grads <= set(f.outputs)
+        ]
+        if not candidates:
+            raise TraceFormatError(
+                path, op.line, f"backward {op.name} (rank {op.rank}) has no forward record "
+                "with the same class and rank whose inputs are its outputs; the dump is "
+                "incomplete or this record is corrupt",
+            )
+        free = [f for f in candidates if f.id not in paired]
+        if not free:
+            raise TraceFormatError(
+                path, op.line, f"second backward record for forward {op.name} (rank "
+                f"{op.rank}) on line {candidates[0].line}; each forward record has one",
+            )
+        partner = free[0]
+        paired[partner.id] = op
+        result.append(replace(op, partner=partner.id, layer=layer_of(partner)))
+    return result

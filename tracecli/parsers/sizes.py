@@ -1,0 +1,138 @@
+"""Sizes sidecars: ``TRACE.sizes.json``, the shapes of an op list's trainable variables.
+
+A JSON list, in trainable-variable order, of
+``{"name": "conv1_conv/kernel:0", "shape": [7, 7, 3, 64], "dtype": "float32"}``.
+Every entry is checked and reported at its own line.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from ..errors import SizesError
+from ..model import DTYPE_BYTES
+from ._text import read_bytes
+
+__all__ = ["Variable", "DTYPE_BYTES", "load_sizes", "find_sidecar", "variable_layer"]
+
+
+
+@dataclass(frozen=True, slots=True)
+class Variable:
+    index: int
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    nbytes: int
+    line: int
+
+    @property
+    def layer(self) -> str:
+        return variable_layer(self.name)
+
+    @property
+    def elements(self) -> int:
+        return math.prod(self.shape)
+
+
+def variable_layer(name: str) -> str:
+    """The part of a variable's name before the last ``/`` (``conv1_conv/kernel:0``).
+
+    >>> variable_layer("conv1_conv/kernel:0")
+    'conv1_conv'
+    >>> variable_layer("bias:0")
+    'bias'
+    """
+    if "/" in name:
+        return name.rsplit("/", 1)[0]
+    return name.split(":", 1)[0]
+
+
+def find_sidecar(trace_path: str | Path) -> Optional[Path]:
+    """``x.sizes.json`` beside ``x.txt`` (or ``x.txt.sizes.json``), if it exists."""
+    path = Path(trace_path)
+    for candidate in (path.with_suffix(".sizes.json"), Path(str(path) + ".sizes.json")):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load_sizes(path: str | Path) -> list[Variable]:
+    path = str(path)
+    data = read_bytes(path)
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise SizesError(path, line, "not UTF-8 text; a sizes file is a JSON list") from None
+    decoder = json.JSONDecoder()
+    pos = _skip(text, 0)
+    if pos >= len(text):
+        raise SizesError(path, 1, "file is empty; expected a JSON list of "
+                         '{"name", "shape", "dtype"} objects')
+    if text[pos] != "[":
+        raise SizesError(path, _line(text, pos), "expected a JSON list of "
+                         '{"name", "shape", "dtype"} objects in trainable-variable order')
+    pos = _skip(text, pos + 1)
+    variables: list[Variable] = []
+    if pos < len(text) and text[pos] == "]":
+        pos += 1
+    else:
+        while True:
+            try:
+                entry, end = decoder.raw_decode(text, pos)
+            except json.JSONDecodeError as exc:
+                raise SizesError(path, exc.lineno, f"invalid JSON: {exc.msg}") from None
+            except RecursionError:
+                raise SizesError(path, _line(text, pos), "invalid JSON: nested too deeply") from None
+            variables.append(_variable(path, _line(text, pos), len(variables), entry))
+            pos = _skip(text, end)
+            if pos < len(text) and text[pos] == ",":
+                pos = _skip(text, pos + 1)
+                continue
+            if pos < len(text) and text[pos] == "]":
+                pos += 1
+                break
+            raise SizesError(path, _line(text, min(pos, len(text))),
+                             "invalid JSON: expected ',' or ']' after a list entry")
+    if _skip(text, pos) < len(text):
+        raise SizesError(path, _line(text, _skip(text, pos)), "invalid JSON: extra data after the list")
+    if not variables:
+        raise SizesError(path, 1, "the list is empty; it must name every trainable variable")
+    return variables
+
+
+def _variable(path: str, line: int, index: int, entry) -> Variable:
+    where = f"entry {index}"
+    if not isinstance(entry, dict):
+        raise SizesError(path, line, f"{where} must be an object with name, shape and dtype")
+    missing = [k for k in ("name", "shape", "dtype") if k not in entry]
+    if missing:
+        raise SizesError(path, line, f"{where} lacks {', '.join(missing)}")
+    name, shape, dtype = entry["name"], entry["shape"], entry["dtype"]
+    if not isinstance(name, str) or not name:
+        raise SizesError(path, line, f"{where}: name must be a non-empty string")
+    if not isinstance(shape, list) or any(
+        isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in shape
+    ):
+        raise SizesError(path, line, f"{where} ({name}): shape must be a list of "
+                         "non-negative integers")
+    if dtype not in DTYPE_BYTES:
+        raise SizesError(path, line, f"{where} ({name}): unknown dtype {dtype!r}; use one of "
+                         + ", ".join(sorted(DTYPE_BYTES)))
+    nbytes = math.prod(shape) * DTYPE_BYTES[dtype]
+    return Variable(index, name, tuple(shape), dtype, nbytes, line)
+
+
+def _skip(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos] in " \t\r\n":
+        pos += 1
+    return pos
+
+
+def _line(text: str, pos: int) -> int:
+    return text.count("\n", 0, pos) + 1

@@ -1,0 +1,1 @@
+"""Rendering: rich tables for people, JSON for scripts, Chrome traces for timelines."""

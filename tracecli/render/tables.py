@@ -1,0 +1,117 @@
+"""Rich renderings for people. Each function returns renderables; the CLI prints them."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from ..analysis import Readiness, SizeReport
+from ..model import Trace
+from ..units import format_size
+
+__all__ = ["inspect_view", "truncated"]
+
+
+def _size(n: Optional[int]) -> str:
+    return "?" if n is None else format_size(n)
+
+
+def truncated(rows: list, top: Optional[int]) -> tuple[list, int]:
+    """The first ``top`` rows and how many were left out."""
+    if top is None or top >= len(rows):
+        return rows, 0
+    return rows[:top], len(rows) - top
+
+
+def summary(trace: Trace, sizes: SizeReport) -> Text:
+    kinds = ", ".join(f"{k} {v:,}" for k, v in trace.counts().items())
+    text = Text()
+    text.append("Trace ", style="bold")
+    text.append(f"{trace.path} ({trace.format})\n")
+    text.append(f"ops {len(trace.ops()):,}: {kinds}\n")
+    text.append(f"tensors {len(trace.tensors()):,}; parameters {sizes.parameters:,}")
+    if sizes.parameter_bytes is not None:
+        text.append(f" = {_size(sizes.parameter_bytes)} ({sizes.parameter_bytes:,} bytes)")
+    if sizes.parameter_elements:
+        text.append(f", {sizes.parameter_elements:,} elements")
+    if sizes.activation_bytes is not None:
+        text.append(f"; activations {sizes.activations:,} = {_size(sizes.activation_bytes)}")
+    if trace.format == "tf-schedule":
+        text.append(f"\nsizes: {trace.meta.get('sizes') or 'unknown (no sizes sidecar; pass --sizes FILE)'}")
+    return text
+
+
+def readiness_table(ready: Readiness, top: Optional[int], per_gradient: bool) -> Table:
+    title = f"Gradient readiness during backward — {ready.method}"
+    table = Table(title=title, title_justify="left")
+    table.add_column("#", justify="right")
+    table.add_column("layer" if not per_gradient else "gradient")
+    if per_gradient:
+        table.add_column("layer")
+        table.add_column("shape")
+    else:
+        table.add_column("tensors", justify="right")
+    table.add_column("bytes", justify="right")
+    table.add_column("cumulative", justify="right")
+    table.add_column("bwd op", justify="right")
+    if per_gradient:
+        table.add_column("ready by")
+    cumulative: Optional[int] = 0
+    rows = []
+    items = ready.gradients if per_gradient else ready.layers
+    for item in items:
+        cumulative = None if cumulative is None or item.nbytes is None else cumulative + item.nbytes
+        if per_gradient:
+            shape = "x".join(map(str, item.shape)) if item.shape else "-"
+            rows.append([str(item.ready_index), item.name, item.layer or "-", shape,
+                         _size(item.nbytes), _size(cumulative), str(item.backward_position),
+                         item.source])
+        else:
+            rows.append([str(item.ready_index), item.name, str(len(item.tensors)),
+                         _size(item.nbytes), _size(cumulative), str(item.backward_position)])
+    shown, hidden = truncated(rows, top)
+    for row in shown:
+        table.add_row(*row)
+    if hidden:
+        table.caption = f"{hidden} more rows (--top to show more)"
+    return table
+
+
+def statistics_table(sizes: SizeReport) -> Table:
+    table = Table(title="Gradient sizes", title_justify="left")
+    for col in ("count", "min", "median", "mean", "max", "total"):
+        table.add_column(col, justify="right")
+    if not sizes.known:
+        table.add_row(str(sizes.gradients), *["?"] * 5)
+        table.caption = "sizes unknown: pass a sizes sidecar with --sizes FILE"
+        return table
+    table.add_row(str(sizes.gradients), _size(sizes.min), _size(sizes.median),
+                  _size(sizes.mean), _size(sizes.max), _size(sizes.total))
+    return table
+
+
+def histogram_table(sizes: SizeReport) -> Table:
+    table = Table(title="Gradients by size class", title_justify="left")
+    table.add_column("size class")
+    table.add_column("count", justify="right")
+    table.add_column("bytes", justify="right")
+    table.add_column("")
+    most = max((c.count for c in sizes.histogram), default=1)
+    for c in sizes.histogram:
+        label = "0 B" if c.low == 0 else f"{format_size(c.low)} – {format_size(c.high)}"
+        table.add_row(label, str(c.count), _size(c.nbytes), "█" * max(1, round(20 * c.count / most)))
+    return table
+
+
+def inspect_view(trace: Trace, ready: Readiness, sizes: SizeReport, top: Optional[int] = None,
+                 per_gradient: bool = False) -> Group:
+    parts = [summary(trace, sizes), readiness_table(ready, top, per_gradient),
+             statistics_table(sizes)]
+    if sizes.histogram:
+        parts.append(histogram_table(sizes))
+    if ready.without_gradient:
+        parts.append(Text(f"parameters without a gradient: {', '.join(ready.without_gradient)}"))
+    return Group(*parts)

@@ -1,0 +1,88 @@
+"""Byte sizes: parse ``32k`` / ``25MiB`` / ``1.5GB`` and format them for humans.
+
+Suffixes follow tf_cnn_benchmarks for the short forms (``k``/``K``, ``M``, ``G``, ``T``
+are powers of 1024), IEC names are powers of 1024 and SI names powers of 1000.
+
+>>> parse_size("32k")
+32768
+>>> parse_size("25MiB")
+26214400
+>>> parse_size("1.5KB")
+1500
+>>> format_size(411041792)
+'392.0 MiB'
+>>> format_size(1000)
+'1000 B'
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+__all__ = ["parse_size", "format_size", "SIZE_SUFFIXES"]
+
+SIZE_SUFFIXES = {
+    "": 1,
+    "B": 1,
+    "k": 1024,
+    "K": 1024,
+    "M": 1024**2,
+    "G": 1024**3,
+    "T": 1024**4,
+    "KiB": 1024,
+    "MiB": 1024**2,
+    "GiB": 1024**3,
+    "TiB": 1024**4,
+    "KB": 1000,
+    "MB": 1000**2,
+    "GB": 1000**3,
+    "TB": 1000**4,
+}
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]*)\s*$")
+
+
+def parse_size(text: str) -> int:
+    """Return the number of bytes that ``text`` names.
+
+    Raises ``ValueError`` with a message listing the accepted forms on anything else,
+    including negative, fractional-byte and unknown-suffix sizes.
+
+    >>> parse_size("1048576")
+    1048576
+    >>> parse_size("32m")
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown size suffix 'm' in '32m'; use k/K, M, G, T (powers of 1024), KiB/MiB/GiB/TiB, or KB/MB/GB/TB (powers of 1000)
+    """
+    match = _SIZE_RE.match(str(text))
+    if not match:
+        raise ValueError(
+            f"not a size: {text!r}; write a non-negative number with an optional suffix, "
+            "e.g. 32k, 25MiB, 64MB"
+        )
+    number, suffix = match.groups()
+    if suffix not in SIZE_SUFFIXES:
+        raise ValueError(
+            f"unknown size suffix {suffix!r} in {text!r}; use k/K, M, G, T (powers of 1024), "
+            "KiB/MiB/GiB/TiB, or KB/MB/GB/TB (powers of 1000)"
+        )
+    value = float(number) * SIZE_SUFFIXES[suffix]
+    if not math.isfinite(value) or value != int(value):
+        raise ValueError(f"size {text!r} is not a whole number of bytes")
+    return int(value)
+
+
+def format_size(nbytes: float | int | None) -> str:
+    """Format a byte count with binary units and one decimal (``392.0 MiB``)."""
+    if nbytes is None:
+        return "unknown"
+    value = float(nbytes)
+    if abs(value) < 1024:
+        return f"{int(value)} B"
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        value /= 1024.0
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:.1f} {unit}"
+    raise AssertionError("unreachable")

@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
-from typing import Optional
+from typing import NamedTuple, Optional
 
-from ..model import EdgeKind, Op, OpKind, Tensor, TensorKind, Trace
+from .._gc import gc_paused
+from ..model import BACKWARD_KINDS, EdgeKind, Op, OpKind, Tensor, TensorKind, Trace
 
 __all__ = ["GradientReady", "LayerReady", "Readiness", "readiness", "backward_schedule"]
 
 
-@dataclass(frozen=True, slots=True)
-class GradientReady:
+class GradientReady(NamedTuple):
     """One parameter gradient. ``backward_position`` counts the backward ops run when it is
     ready (1 = after the first); ``op`` is the op whose completion makes it ready."""
 
@@ -41,8 +41,7 @@ class GradientReady:
     op_name: Optional[str]
 
 
-@dataclass(frozen=True, slots=True)
-class LayerReady:
+class LayerReady(NamedTuple):
     name: str
     ready_index: int
     backward_position: int
@@ -72,7 +71,7 @@ def backward_schedule(trace: Trace) -> list[Op]:
     (the loss), highest rank first. Op lists: backward ops in list order.
     """
     if trace.format != "chainer":
-        return [op for op in trace.ops() if op.kind.is_backward]
+        return [op for op in trace.ops() if op.kind in BACKWARD_KINDS]
     consumed = set()
     forward = []
     for op in trace.ops():
@@ -109,6 +108,11 @@ def backward_schedule(trace: Trace) -> list[Op]:
 
 def readiness(trace: Trace) -> Readiness:
     """Per-gradient and per-layer readiness order of ``trace``."""
+    with gc_paused():
+        return _readiness(trace)
+
+
+def _readiness(trace: Trace) -> Readiness:
     schedule = backward_schedule(trace)
     if trace.format == "chainer":
         rows, missing = _chainer_rows(trace, schedule)
@@ -144,12 +148,13 @@ def _chainer_rows(trace: Trace, schedule: list[Op]):
 
 def _op_list_rows(trace: Trace):
     ops = trace.ops()
+    backward = BACKWARD_KINDS
     before = [0] * (len(ops) + 1)  # backward ops at or before each position
-    for op in ops:
-        before[op.position + 1] = before[op.position] + (1 if op.kind.is_backward else 0)
     last_of_layer: dict[str, Op] = {}
     for op in ops:
-        if op.kind.is_backward and op.layer is not None:
+        is_backward = op.kind in backward
+        before[op.position + 1] = before[op.position] + is_backward
+        if is_backward and op.layer is not None:
             last_of_layer[op.layer] = op
     end = ops[-1].position if ops else 0
     rows, missing = [], []

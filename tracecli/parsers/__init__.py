@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
+from .._gc import gc_paused
 from ..errors import TraceCliError, TraceFormatError, UnknownFormatError
 from ..model import Trace
 from . import chainer, tf_schedule
@@ -91,7 +92,8 @@ def load(path: str | Path, options: Optional[LoadOptions] = None) -> Trace:
         raise UnknownFormatError(path, None, f"unknown format {options.format!r}; use one of "
                                  + ", ".join(FORMATS))
     name = options.format or detect_format(path, lines)
-    try:
-        return PARSERS[name].parse(path, lines, options)
-    except RecursionError:
-        raise TraceFormatError(path, None, "input is nested too deeply to read") from None
+    with gc_paused():
+        try:
+            return PARSERS[name].parse(path, lines, options)
+        except RecursionError:
+            raise TraceFormatError(path, None, "input is nested too deeply to read") from None

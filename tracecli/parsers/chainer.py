@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
-from dataclasses import replace
 from typing import Optional
 
 from ..errors import TraceFormatError
@@ -61,6 +60,8 @@ class _Reader:
         return [self.to_int(f, what) for f in fields]
 
     def to_int(self, text: str, what: str) -> int:
+        if text.isascii() and text.isdigit() and len(text) <= 18:
+            return int(text)
         if not _INT_RE.match(text):
             kind = "negative" if _INT_RE.match(text[1:]) and text[0] == "-" else "not an integer"
             raise self.error(f"{what}: {text[:40]!r} is {kind}")
@@ -161,14 +162,15 @@ def _parse_ops(r: _Reader, count: int, kind_of: dict[str, TensorKind]) -> list[O
         name = fields[0]
         r.next("the function's JSON attributes")
         attrs = _attrs(r)
-        ops.append(Op(
-            f"op{k}", kind, name, line=start, position=k, rank=attrs["rank"], attrs=attrs,
-            inputs=tuple(inputs), input_roles=tuple(roles), outputs=tuple(outputs),
-        ))
+        ops.append(Op(f"op{k}", kind, name, start, k, None, attrs["rank"], attrs,
+                      tuple(inputs), tuple(roles), tuple(outputs)))
     return ops
 
 
 def _tensor_ref(r: _Reader, text: str, kind_of: dict[str, TensorKind]) -> str:
+    tid = "t" + text
+    if tid in kind_of:  # canonical ids: the common case
+        return tid
     tid = "t" + str(r.to_int(text, "tensor id"))
     if tid not in kind_of:
         raise r.error(f"unknown tensor id {text}; it is not among the header's tensors")
@@ -217,7 +219,7 @@ def _pair_and_layer(path: str, ops: list[Op], tensors: dict[str, Tensor]) -> lis
     result = []
     for op in ops:
         if op.kind is OpKind.FORWARD:
-            result.append(replace(op, layer=layer_of(op)))
+            result.append(op._replace(layer=layer_of(op)))
             continue
         grads = {tid for tid, role in zip(op.inputs, op.input_roles) if role == "gradient"}
         outs = set(op.outputs)
@@ -239,5 +241,5 @@ def _pair_and_layer(path: str, ops: list[Op], tensors: dict[str, Tensor]) -> lis
             )
         partner = free[0]
         paired[partner.id] = op
-        result.append(replace(op, partner=partner.id, layer=layer_of(partner)))
+        result.append(op._replace(layer=layer_of(partner), partner=partner.id))
     return result

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import NamedTuple, Optional
 
 from ..errors import SizesError
 from ..model import DTYPE_BYTES
@@ -21,8 +20,7 @@ __all__ = ["Variable", "DTYPE_BYTES", "load_sizes", "find_sidecar", "variable_la
 
 
 
-@dataclass(frozen=True, slots=True)
-class Variable:
+class Variable(NamedTuple):
     index: int
     name: str
     shape: tuple[int, ...]
@@ -79,6 +77,7 @@ def load_sizes(path: str | Path) -> list[Variable]:
                          '{"name", "shape", "dtype"} objects in trainable-variable order')
     pos = _skip(text, pos + 1)
     variables: list[Variable] = []
+    lines = _LineCounter(text)
     if pos < len(text) and text[pos] == "]":
         pos += 1
     else:
@@ -89,7 +88,7 @@ def load_sizes(path: str | Path) -> list[Variable]:
                 raise SizesError(path, exc.lineno, f"invalid JSON: {exc.msg}") from None
             except RecursionError:
                 raise SizesError(path, _line(text, pos), "invalid JSON: nested too deeply") from None
-            variables.append(_variable(path, _line(text, pos), len(variables), entry))
+            variables.append(_variable(path, lines.at(pos), len(variables), entry))
             pos = _skip(text, end)
             if pos < len(text) and text[pos] == ",":
                 pos = _skip(text, pos + 1)
@@ -136,3 +135,15 @@ def _skip(text: str, pos: int) -> int:
 
 def _line(text: str, pos: int) -> int:
     return text.count("\n", 0, pos) + 1
+
+
+class _LineCounter:
+    """Line numbers of increasing positions in linear total time."""
+
+    def __init__(self, text: str):
+        self.text, self.pos, self.line = text, 0, 1
+
+    def at(self, pos: int) -> int:
+        self.line += self.text.count("\n", self.pos, pos)
+        self.pos = pos
+        return self.line

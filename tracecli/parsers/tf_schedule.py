@@ -24,19 +24,24 @@ FORMAT = "tf-schedule"
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.\-/>:]*$")
 _ALLREDUCE_RE = re.compile(r"(?:^|/)\w*Allreduce/cond(?:_(\d+))?/")
 _UPDATE_RE = re.compile(r"(?:^|/)update(?:_(\d+))?/")
-_SETUP_LAST_RE = re.compile(
-    r"^(?:Const|[Ss]hape|ShapeN|paddings|reduction_indices|multiples|perm|axis|begin|size|"
-    r"ReadVariableOp|\w+_recip|\w*matshapes-\d+|ShapeN-matshapes-\d+)(?:_\d+)?$"
-)
+_SETUP_BASES = frozenset({
+    "Const", "shape", "Shape", "ShapeN", "paddings", "reduction_indices", "multiples", "perm",
+    "axis", "begin", "size", "ReadVariableOp",
+})
 _BACKWARD_SCOPES = ("gradient_tape", "gradients")
-_PRODUCERS = (
-    ("weight", re.compile(r"^(?:Conv2DBackpropFilter(?:V2)?|Conv3DBackpropFilter(?:V2)?)(?:_\d+)?$")),
-    ("depthwise", re.compile(r"^DepthwiseConv2dNativeBackpropFilter(?:_\d+)?$")),
-    ("weight", re.compile(r"^(?:MatMul|BatchMatMul(?:V[23])?|Einsum)_(?:\d*[13579])$")),
-    ("bias", re.compile(r"^BiasAddGrad(?:_\d+)?$")),
-    ("norm", re.compile(r"^FusedBatchNormGrad(?:V[23])?(?:_\d+)?$")),
-    ("embedding", re.compile(r"^UnsortedSegmentSum(?:_\d+)?$")),
-)
+# Last name component (without a _K suffix) of ops that produce a parameter gradient.
+_PRODUCERS = {
+    "Conv2DBackpropFilter": "weight", "Conv2DBackpropFilterV2": "weight",
+    "Conv3DBackpropFilter": "weight", "Conv3DBackpropFilterV2": "weight",
+    "DepthwiseConv2dNativeBackpropFilter": "depthwise",
+    "BiasAddGrad": "bias",
+    "FusedBatchNormGrad": "norm", "FusedBatchNormGradV2": "norm", "FusedBatchNormGradV3": "norm",
+    "UnsortedSegmentSum": "embedding",
+}
+# y = x @ W differentiates into MatMul (dx) and MatMul_1 (dW); a second application in the
+# same scope gives MatMul_2 / MatMul_3: the odd-numbered ones produce the weight gradient.
+_ODD_WEIGHT_PRODUCERS = frozenset({"MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3",
+                                   "Einsum"})
 _ROLES = {
     "kernel": "weight", "weights": "weight", "W": "weight", "w": "weight",
     "pointwise_kernel": "weight", "recurrent_kernel": "weight",
@@ -53,6 +58,14 @@ def looks_like(lines: Sequence[str]) -> bool:
     return bool(head) and all(_NAME_RE.match(n) for n in head) and any("/" in n for n in head)
 
 
+def _split_suffix(last: str) -> tuple[str, Optional[int]]:
+    """``MatMul_3`` -> ``("MatMul", 3)``; ``Conv2D`` -> ``("Conv2D", None)``."""
+    i = last.rfind("_")
+    if i > 0 and last[i + 1:].isdigit():
+        return last[:i], int(last[i + 1:])
+    return last, None
+
+
 def producer_role(name: str) -> Optional[str]:
     """The kind of variable whose gradient an op named ``name`` produces, if any.
 
@@ -61,11 +74,11 @@ def producer_role(name: str) -> Optional[str]:
     >>> producer_role("gradient_tape/m/fc/MatMul_1"), producer_role("gradient_tape/m/fc/MatMul")
     ('weight', None)
     """
-    last = name.rsplit("/", 1)[-1]
-    for role, pattern in _PRODUCERS:
-        if pattern.match(last):
-            return role
-    return None
+    base, n = _split_suffix(name[name.rfind("/") + 1:])
+    role = _PRODUCERS.get(base)
+    if role is None and base in _ODD_WEIGHT_PRODUCERS and n is not None and n % 2 == 1:
+        role = "weight"
+    return role
 
 
 def variable_role(name: str) -> Optional[str]:
@@ -90,39 +103,56 @@ def classify(name: str) -> tuple[OpKind, Optional[int]]:
     >>> classify("gradient_tape/resnet50/conv1_conv/BiasAdd/BiasAddGrad")
     (<OpKind.GRADIENT: 'gradient'>, None)
     """
-    if name.startswith("HorovodBroadcast") or "/HorovodBroadcast" in name:
-        return OpKind.BROADCAST, None
-    match = _ALLREDUCE_RE.search(name)
-    if match:
-        index = int(match.group(1) or 0)
-        rest = name[match.end():]
-        if rest.startswith("output/") or "/output/" in rest:
-            return OpKind.ALLREDUCE_OUTPUT, index
-        if "HorovodAllreduce" in rest:
-            return OpKind.ALLREDUCE, index
-        return OpKind.ALLREDUCE_INPUT, index
+    kind, index, _ = _classify(name)
+    return kind, index
+
+
+def _classify(name: str) -> tuple[OpKind, Optional[int], Optional[list[str]]]:
+    """:func:`classify`, plus the components under the backward scope of a backward op.
+
+    Cheap substring tests guard every regular expression: this runs once per line of
+    500,000-line lists.
+    """
+    if "Horovod" in name and (name.startswith("HorovodBroadcast") or "/HorovodBroadcast" in name):
+        return OpKind.BROADCAST, None, None
+    if "Allreduce/cond" in name:
+        match = _ALLREDUCE_RE.search(name)
+        if match:
+            index = int(match.group(1) or 0)
+            rest = name[match.end():]
+            if rest.startswith("output/") or "/output/" in rest:
+                return OpKind.ALLREDUCE_OUTPUT, index, None
+            if "HorovodAllreduce" in rest:
+                return OpKind.ALLREDUCE, index, None
+            return OpKind.ALLREDUCE_INPUT, index, None
     if "HorovodAllreduce" in name:
-        return OpKind.ALLREDUCE, None
+        return OpKind.ALLREDUCE, None, None
     if "LayoutOptimizer" in name or name.startswith("ConstantFolding/"):
-        return OpKind.SETUP, None
-    last = name.rsplit("/", 1)[-1]
-    if _SETUP_LAST_RE.match(last):
-        return OpKind.SETUP, None
-    match = _UPDATE_RE.search(name)
-    if match or "ResourceApply" in last or last.startswith("Apply"):
-        return OpKind.UPDATE, int(match.group(1) or 0) if match else None
-    if _backward_scope(name) is not None:
-        return (OpKind.GRADIENT if producer_role(name) else OpKind.BACKWARD), None
-    if re.match(r"^AddN(?:_\d+)?$", name):
-        return OpKind.BACKWARD, None  # sums the contributions of a variable used twice
-    return OpKind.OTHER, None
+        return OpKind.SETUP, None, None
+    last = name[name.rfind("/") + 1:]
+    base, _ = _split_suffix(last)
+    if base in _SETUP_BASES or base.endswith("_recip") or "matshapes-" in last:
+        return OpKind.SETUP, None, None
+    if "update" in name:
+        match = _UPDATE_RE.search(name)
+        if match:
+            return OpKind.UPDATE, int(match.group(1) or 0), None
+    if "ResourceApply" in last or last.startswith("Apply"):
+        return OpKind.UPDATE, None, None
+    if "gradient" in name:
+        scope = _backward_scope(name)
+        if scope is not None:
+            return (OpKind.GRADIENT if producer_role(last) else OpKind.BACKWARD), None, scope
+    if base == "AddN" and "/" not in name:
+        return OpKind.BACKWARD, None, None  # sums the contributions of a variable used twice
+    return OpKind.OTHER, None, None
 
 
 def _backward_scope(name: str) -> Optional[list[str]]:
     """Path components after the last ``gradient_tape``/``gradients`` scope."""
     comps = name.split("/")
-    for i in range(len(comps) - 1, -1, -1):
-        if comps[i] in _BACKWARD_SCOPES and i < len(comps) - 1:
+    for i in range(len(comps) - 2, -1, -1):
+        if comps[i] in _BACKWARD_SCOPES:
             return comps[i + 1:]
     return None
 
@@ -133,12 +163,19 @@ class _Layers:
     def __init__(self, model: Optional[str], known: set[str]):
         self.model = model
         self.known = known
+        self.depth = max((layer.count("/") + 1 for layer in known), default=0)
 
     def of(self, comps: list[str]) -> Optional[str]:
-        if self.known:
+        if self.depth == 1:  # flat layer names (Keras): one lookup instead of a search
+            first = comps[0]
+            if first in self.known and len(comps) >= 2:
+                return first
+            if first == self.model and len(comps) >= 3 and comps[1] in self.known:
+                return comps[1]
+        elif self.known:
             for candidate in (comps, comps[1:] if self.model and comps[0] == self.model else None):
                 if candidate:
-                    for k in range(len(candidate) - 1, 0, -1):
+                    for k in range(min(len(candidate) - 1, self.depth), 0, -1):
                         layer = "/".join(candidate[:k])
                         if layer in self.known:
                             return layer
@@ -167,21 +204,23 @@ def parse(
     if not names:
         raise TraceFormatError(path, 1, "file is empty; expected one TensorFlow node name a line")
 
-    kinds = [classify(name) for _, name in names]
-    model = _model_scope(name for (_, name), (kind, _) in zip(names, kinds) if kind.is_backward)
+    kinds = [_classify(name) for _, name in names]
+    backward = frozenset({OpKind.BACKWARD, OpKind.GRADIENT})
+    model = _model_scope(name for (_, name), (kind, _, _) in zip(names, kinds) if kind in backward)
     layers = _Layers(model, {v.layer for v in variables or ()})
     ops = []
-    for position, ((number, name), (kind, index)) in enumerate(zip(names, kinds)):
+    other, forward = OpKind.OTHER, OpKind.FORWARD
+    for position, ((number, name), (kind, index, scope)) in enumerate(zip(names, kinds)):
         layer = None
-        if kind.is_backward:
-            comps = _backward_scope(name)
-            layer = layers.of(comps) if comps else None
-        elif kind is OpKind.OTHER and "/" in name:
+        if scope:
+            layer = layers.of(scope)
+        elif kind is other and "/" in name:
             comps = name.split("/")
-            if comps[0] == model or layers.of(comps) in layers.known:
-                kind, layer = OpKind.FORWARD, layers.of(comps)
-        ops.append(Op(f"op{position}", kind, name, line=number, position=position,
-                      layer=layer, index=index))
+            found = layers.of(comps)
+            if comps[0] == model or found in layers.known:
+                kind, layer = forward, found
+        ops.append(Op(f"op{position}", kind, name, number, position, layer, None, None,
+                      (), (), (), None, index))
 
     indices = sorted({op.index for op in ops if op.index is not None and op.kind in (
         OpKind.ALLREDUCE_INPUT, OpKind.ALLREDUCE, OpKind.ALLREDUCE_OUTPUT)})
@@ -247,20 +286,17 @@ def _link(ops: list[Op], tensors: list[Tensor]) -> tuple[list[Op], list[Link]]:
             kinds = kinds[1:]
         links.extend(Link(a, b, k) for a, b, k in zip(chain, chain[1:], kinds))
 
-    producers: dict[str, list[Op]] = defaultdict(list)
+    producers: dict[str, list[tuple[Op, Optional[str]]]] = defaultdict(list)
     for op in ops:
         if op.kind is OpKind.GRADIENT and op.layer is not None:
-            producers[op.layer].append(op)
-    outputs: dict[str, list[str]] = defaultdict(list)
+            producers[op.layer].append((op, producer_role(op.name)))
+    outputs: dict[int, list[str]] = defaultdict(list)
     for tensor in tensors:
         role = variable_role(tensor.name)
-        for op in producers.get(tensor.layer, ()):
-            if role is None or producer_role(op.name) == role:
-                outputs[op.id].append(tensor.id)
-    if outputs:
-        ops = [
-            Op(op.id, op.kind, op.name, op.line, op.position, op.layer, outputs=tuple(outputs[op.id]),
-               index=op.index) if op.id in outputs else op
-            for op in ops
-        ]
+        for op, op_role in producers.get(tensor.layer, ()):
+            if role is None or op_role == role:
+                outputs[op.position].append(tensor.id)
+    ops = list(ops)
+    for position, produced in outputs.items():
+        ops[position] = ops[position]._replace(outputs=tuple(produced))
     return ops, links

@@ -1,0 +1,149 @@
+"""Parse scale: load + readiness + sizes on a 100,000-op Chainer dump and a 500,000-line op list.
+
+Each case runs in a fresh subprocess so its peak RSS is its own. Targets (2-core machine):
+each under 5 s and 1.5 GB. The networkx graph is built lazily; its one-off cost is printed
+in its own columns.
+
+    python benchmarks/parse_scale.py [--ops 100000] [--lines 500000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def chainer_dump(path: Path, n_ops: int) -> None:
+    """A conv/ReLU chain with a residual add every 8 layers: n_ops records (half backward)."""
+    n_forward = n_ops // 2
+    tensors: list[str] = []
+    records: list[str] = []
+
+    def tensor(size: int, name: str = "_") -> int:
+        tensors.append(f"{len(tensors)} {size} {name}")
+        return len(tensors) - 1
+
+    def op(cls: str, inputs: list[int], outputs: list[int], rank: int, attrs: dict,
+           grads: list[int]) -> None:
+        a = json.dumps({**attrs, "rank": rank})
+        records.append("\n".join(["forward", f"{len(inputs)} {len(outputs)}",
+                                  *[f"{i} _" for i in inputs], *map(str, outputs), cls, a]))
+        roles = [f"{o} gradient" for o in outputs] + [f"{i} input" for i in inputs]
+        records.append("\n".join(["backward", f"{len(roles)} {len(grads)}", *roles,
+                                  *map(str, grads), cls, a]))
+
+    x = tensor(19267584, "0")
+    labels = tensor(128, "1")
+    h, rank, skip, layer = x, 0, x, 0
+    conv = {"sy": 1, "sx": 1, "ph": 1, "pw": 1, "cover_all": False, "groups": 1}
+    while len(records) < 2 * (n_forward - 1):
+        layer += 1
+        if layer % 8 == 0 and len(records) < 2 * (n_forward - 2):
+            out = tensor(12845056)
+            op("_chainerx.Add", [h, skip], [out], rank, {}, [h, skip])
+            h, skip, rank = out, out, rank + 1
+            continue
+        w = tensor(2359296, f"/predictor/conv{layer}/W")
+        b = tensor(1024, f"/predictor/conv{layer}/b")
+        out = tensor(12845056)
+        op("Convolution2DFunction", [h, w, b], [out], rank, conv, [h, w, b])
+        relu = tensor(12845056)
+        op("ReLU", [out], [relu], rank + 1, {}, [out])
+        h, rank = relu, rank + 2
+    loss = tensor(4)
+    op("SoftmaxCrossEntropy", [h, labels], [loss], rank, {"reduce": "mean"}, [h])
+    with path.open("w") as f:
+        f.write(f"{len(tensors)} {len(records)}\n")
+        f.write("\n".join(tensors) + "\n")
+        f.write("\n".join(records) + "\n")
+
+
+def op_list(path: Path, n_lines: int) -> None:
+    """ResNet-like blocks as a Horovod op list, with a sizes sidecar."""
+    lines: list[str] = []
+    variables: list[dict] = []
+    layer = 0
+    block = []
+    while len(lines) + len(block) < n_lines:
+        layer += 1
+        name = f"stage{layer // 100}_block{layer % 100}_conv"
+        base = len(variables)
+        variables += [{"name": f"{name}/kernel:0", "shape": [3, 3, 64, 64], "dtype": "float32"},
+                      {"name": f"{name}/bias:0", "shape": [64], "dtype": "float32"}]
+        lines += [f"model/{name}/Conv2D/ReadVariableOp", f"model/{name}/Conv2D",
+                  f"model/{name}/BiasAdd", f"model/{name}_relu/Relu"]
+        block = [
+            f"gradient_tape/model/{name}_relu/ReluGrad",
+            f"gradient_tape/model/{name}/BiasAdd/BiasAddGrad",
+            f"gradient_tape/model/{name}/Conv2D/ShapeN",
+            f"gradient_tape/model/{name}/Conv2D/Conv2DBackpropInput",
+            f"gradient_tape/model/{name}/Conv2D/Conv2DBackpropFilter",
+            f"Func/DistributedGradientTape_Allreduce/cond_{base + 1}/else/_{base}/input/_{base}",
+            f"Func/DistributedGradientTape_Allreduce/cond_{base}/else/_{base}/input/_{base}",
+            f"DistributedGradientTape_Allreduce/cond_{base + 1}/output/_{base}",
+            f"SGD/SGD/update_{base + 1}/ResourceApplyGradientDescent",
+            f"DistributedGradientTape_Allreduce/cond_{base}/output/_{base}",
+            f"SGD/SGD/update_{base}/ResourceApplyGradientDescent",
+        ] + block
+    lines += block
+    for v in variables:
+        v["name"] = v["name"].replace("update_0/", "update/")
+    path.write_text("\n".join(lines) + "\n")
+    path.with_suffix(".sizes.json").write_text(json.dumps(variables))
+
+
+def measure(path: str) -> dict:
+    from tracecli import load_trace, readiness, size_report
+
+    start = time.perf_counter()
+    trace = load_trace(path)
+    loaded = time.perf_counter()
+    ready = readiness(trace)
+    report = size_report(trace, ready)
+    end = time.perf_counter()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    graph = trace.graph  # the networkx graph is built on first use (export, user code)
+    built = time.perf_counter()
+    return {
+        "graph_s": built - end, "graph_nodes": graph.number_of_nodes(),
+        "ops": len(trace.ops()), "gradients": len(ready.gradients), "bytes": report.total,
+        "peak_rss_mb": peak, "load_s": loaded - start, "analysis_s": end - loaded, "total_s": end - start,
+        "peak_rss_mb_with_graph": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ops", type=int, default=100_000)
+    parser.add_argument("--lines", type=int, default=500_000)
+    parser.add_argument("--measure", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.measure:
+        print(json.dumps(measure(args.measure)))
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        cases = [("chainer", Path(tmp) / "big_chainer.txt", chainer_dump, args.ops),
+                 ("tf-schedule", Path(tmp) / "big_ops.txt", op_list, args.lines)]
+        print(f"{'case':<12} {'ops':>9} {'grads':>7} {'load s':>7} {'analysis s':>10} "
+              f"{'total s':>8} {'peak MB':>8} {'+graph s':>8} {'+graph MB':>9}  target <5 s, <1536 MB")
+        for name, path, make, n in cases:
+            make(path, n)
+            out = subprocess.run([sys.executable, __file__, "--measure", str(path)],
+                                 capture_output=True, text=True, check=True)
+            r = json.loads(out.stdout)
+            ok = "ok" if r["total_s"] < 5 and r["peak_rss_mb"] < 1536 else "MISSED"
+            print(f"{name:<12} {r['ops']:>9,} {r['gradients']:>7,} {r['load_s']:>7.2f} "
+                  f"{r['analysis_s']:>10.2f} {r['total_s']:>8.2f} {r['peak_rss_mb']:>8.0f} "
+                  f"{r['graph_s']:>8.2f} {r['peak_rss_mb_with_graph']:>9.0f}  {ok}")
+        print("load + readiness + sizes is what inspect and planning pay; +graph is the one-off\n"
+              "networkx DiGraph built on first use of trace.graph (export, user code).")
+
+
+if __name__ == "__main__":
+    main()

@@ -113,6 +113,8 @@ def _classify(name: str) -> tuple[OpKind, Optional[int], Optional[list[str]]]:
     Cheap substring tests guard every regular expression: this runs once per line of
     500,000-line lists.
     """
+    if name.startswith("gradient_tape/"):  # most lines of a step: skip the other tests
+        return _classify_backward(name)
     if "Horovod" in name and (name.startswith("HorovodBroadcast") or "/HorovodBroadcast" in name):
         return OpKind.BROADCAST, None, None
     if "Allreduce/cond" in name:
@@ -139,13 +141,25 @@ def _classify(name: str) -> tuple[OpKind, Optional[int], Optional[list[str]]]:
             return OpKind.UPDATE, int(match.group(1) or 0), None
     if "ResourceApply" in last or last.startswith("Apply"):
         return OpKind.UPDATE, None, None
-    if "gradient" in name:
-        scope = _backward_scope(name)
-        if scope is not None:
-            return (OpKind.GRADIENT if producer_role(last) else OpKind.BACKWARD), None, scope
+    if "gradient" in name and _backward_scope(name) is not None:
+        return _classify_backward(name)
     if base == "AddN" and "/" not in name:
         return OpKind.BACKWARD, None, None  # sums the contributions of a variable used twice
     return OpKind.OTHER, None, None
+
+
+def _classify_backward(name: str) -> tuple[OpKind, Optional[int], Optional[list[str]]]:
+    """An op under a ``gradient_tape``/``gradients`` scope: setup, producer or backward."""
+    if "LayoutOptimizer" in name:
+        return OpKind.SETUP, None, None
+    last = name[name.rfind("/") + 1:]
+    base, _ = _split_suffix(last)
+    if base in _SETUP_BASES or base.endswith("_recip") or "matshapes-" in last:
+        return OpKind.SETUP, None, None
+    scope = _backward_scope(name)
+    if scope is None:
+        return OpKind.OTHER, None, None
+    return (OpKind.GRADIENT if producer_role(last) else OpKind.BACKWARD), None, scope
 
 
 def _backward_scope(name: str) -> Optional[list[str]]:
@@ -267,24 +281,25 @@ def _tensors(variables: Optional[list[Variable]], indices: list[int]) -> list[Te
 def _link(ops: list[Op], tensors: list[Tensor]) -> tuple[list[Op], list[Link]]:
     """Producer -> variable, variable -> all-reduce input -> output -> update."""
     links: list[Link] = []
-    by_index = {t.index: t for t in tensors}
     first: dict[tuple[OpKind, int], Op] = {}
     for op in ops:
-        if op.index is not None and (op.kind, op.index) not in first:
-            first[(op.kind, op.index)] = op
-    for n, tensor in sorted(by_index.items()):
-        chain = [tensor.id]
-        handed = [first.get((k, n)) for k in (OpKind.ALLREDUCE_INPUT, OpKind.ALLREDUCE)]
-        handed = [op for op in handed if op is not None]
+        if op.index is not None:
+            first.setdefault((op.kind, op.index), op)
+    handoff_kinds = (OpKind.ALLREDUCE_INPUT, OpKind.ALLREDUCE)
+    for tensor in tensors:
+        n = tensor.index
+        handed = [op for op in (first.get((k, n)) for k in handoff_kinds) if op is not None]
+        previous = tensor.id
         if handed:
-            chain.append(min(handed, key=lambda op: op.position).id)
-        for kind in (OpKind.ALLREDUCE_OUTPUT, OpKind.UPDATE):
-            if (kind, n) in first:
-                chain.append(first[(kind, n)].id)
-        kinds = [EdgeKind.HANDOFF, EdgeKind.ALLREDUCE, EdgeKind.UPDATE]
-        if len(chain) > 1 and not handed:
-            kinds = kinds[1:]
-        links.extend(Link(a, b, k) for a, b, k in zip(chain, chain[1:], kinds))
+            previous = min(handed, key=lambda op: op.position).id
+            links.append(Link(tensor.id, previous, EdgeKind.HANDOFF))
+        output = first.get((OpKind.ALLREDUCE_OUTPUT, n))
+        if output is not None:
+            links.append(Link(previous, output.id, EdgeKind.ALLREDUCE))
+            previous = output.id
+        update = first.get((OpKind.UPDATE, n))
+        if update is not None:
+            links.append(Link(previous, update.id, EdgeKind.UPDATE))
 
     producers: dict[str, list[tuple[Op, Optional[str]]]] = defaultdict(list)
     for op in ops:

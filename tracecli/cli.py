@@ -7,8 +7,7 @@ in one place (:class:`_Group`); ``--debug`` shows the traceback instead.
 from __future__ import annotations
 
 import io
-import json
-import sys
+import os
 from pathlib import Path
 from typing import Optional
 
@@ -17,9 +16,14 @@ from rich.console import Console
 
 from . import __version__
 from .analysis import readiness, size_report
+from .analysis.compute import DEVICES
 from .errors import TraceCliError
 from .parsers import FORMATS, LoadOptions, load
-from .render import jsonout, tables
+from .pipeline import ComputeRequest, CostRequest, compare_trace, plan_trace
+from .planning import NETWORKS, STRATEGIES, StrategyOptions
+from .planning.costmodel import ALGORITHMS
+from .render import jsonout, plans, tables
+from .units import parse_size
 
 __all__ = ["cli"]
 
@@ -36,8 +40,12 @@ class _Group(click.Group):
 
 
 def console() -> Console:
-    """stdout console: colour and width only on a terminal, plain text otherwise."""
-    return Console(highlight=False, soft_wrap=False)
+    """stdout console: colour only on a terminal; 140 columns into pipes and files
+    (unless COLUMNS says otherwise), the terminal's width on one."""
+    out = Console(highlight=False, soft_wrap=False)
+    if not out.is_terminal and "COLUMNS" not in os.environ:
+        out = Console(highlight=False, soft_wrap=False, width=140)
+    return out
 
 
 def write_output(path: str, text: str, force: bool) -> None:
@@ -55,6 +63,90 @@ def write_output(path: str, text: str, force: bool) -> None:
 
 
 trace_argument = click.argument("trace", metavar="TRACE")
+
+
+class SizeType(click.ParamType):
+    """Byte sizes: 32k, 25MiB, 64MB, 1048576."""
+
+    name = "SIZE"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_size(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+SIZE = SizeType()
+
+
+def options(*decorators):
+    def apply(func):
+        for decorator in reversed(decorators):
+            func = decorator(func)
+        return func
+    return apply
+
+
+compute_options = options(
+    click.option("--device", type=click.Choice(list(DEVICES)), default="h100", show_default=True,
+                 help="Device preset for estimated op times (Chainer dumps)."),
+    click.option("--op-times", metavar="FILE",
+                 help='Measured times: {"ops": {OP: ms}, "layers": {LAYER: ms}, "forward_ms": ms}.'),
+    click.option("--backward-ms", type=click.FloatRange(min=0), help="Measured backward time "
+                 "(required for op lists without --op-times; rescales estimates)."),
+    click.option("--forward-ms", type=click.FloatRange(min=0), help="Measured forward time."),
+    click.option("--update-ms", type=click.FloatRange(min=0), default=0.0,
+                 help="Optimizer update time after the last all-reduce."),
+)
+
+cost_options = options(
+    click.option("--gpus", type=click.IntRange(min=1), default=8, show_default=True,
+                 help="Data-parallel ranks."),
+    click.option("--network", type=click.Choice(list(NETWORKS)),
+                 help="Interconnect preset (default nvlink-h100)."),
+    click.option("--algorithm", type=click.Choice(ALGORITHMS), default="ring", show_default=True),
+    click.option("--alpha-us", type=click.FloatRange(min=0), help="Per-step latency override (us)."),
+    click.option("--bandwidth-gbps", type=click.FloatRange(min=0, min_open=True),
+                 help="Bus bandwidth override in GB/s (10^9 bytes/s, nccl-tests busbw)."),
+    click.option("--launch-us", type=click.FloatRange(min=0), default=0.0,
+                 help="Per-bucket launch overhead (us)."),
+    click.option("--calibration", metavar="FILE", help="Cost model from tracecli calibrate --out."),
+)
+
+strategy_options = options(
+    click.option("--strategy", type=click.Choice(list(STRATEGIES)), default="size",
+                 show_default=True, help="How to group gradients into buckets."),
+    click.option("--max-bytes", type=SIZE, help="Bucket cap (size, ddp: bucket_cap; horovod: "
+                 "fusion threshold; optimal: optional cap). E.g. 32k, 25MiB."),
+    click.option("--first-bucket-bytes", type=SIZE, help="ddp: first bucket cap (default as "
+                 "torch: 1 MiB unless --max-bytes is given)."),
+    click.option("--cycle-ms", type=click.FloatRange(min=0, min_open=True), default=1.0,
+                 show_default=True, help="horovod: HOROVOD_CYCLE_TIME."),
+    click.option("--spec", default="nccl", show_default=True,
+                 help="tf-spec: tf_cnn_benchmarks --all_reduce_spec, e.g. pscpu:32k:xring."),
+    click.option("--agg-small-grads-max-bytes", type=SIZE, default=0,
+                 help="tf-spec: pack float32 gradients up to this size."),
+    click.option("--agg-small-grads-max-group", type=click.IntRange(min=0), default=10,
+                 show_default=True, help="tf-spec: longest packed range - 2."),
+)
+
+
+def strategy_from(kw) -> StrategyOptions:
+    return StrategyOptions(kw["max_bytes"], kw["first_bucket_bytes"], kw["cycle_ms"], kw["spec"],
+                           kw["agg_small_grads_max_bytes"], kw["agg_small_grads_max_group"])
+
+
+def compute_from(kw) -> ComputeRequest:
+    return ComputeRequest(kw["device"], kw["op_times"], kw["backward_ms"], kw["forward_ms"],
+                          kw["update_ms"])
+
+
+def cost_from(kw) -> CostRequest:
+    return CostRequest(kw["gpus"], kw["network"], kw["algorithm"], kw["alpha_us"],
+                       kw["bandwidth_gbps"], kw["launch_us"], kw["calibration"])
 
 
 def load_options(func):
@@ -115,6 +207,43 @@ def export(trace, fmt, sizes, to, output, force):
         t.write_graphml(buffer)
         text = buffer.getvalue().decode("utf-8")
     write_output(output, text, force)
+
+
+@cli.command("plan-buckets")
+@trace_argument
+@load_options
+@strategy_options
+@cost_options
+@compute_options
+@click.option("--compare", "do_compare", is_flag=True,
+              help="Every strategy side by side, and each framework's best settings.")
+@click.option("--top", type=click.IntRange(min=1), help="Show only the first N buckets.")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON (DESIGN 5).")
+@click.option("--out", metavar="PLAN.json", help="Write the plan file replay reads with --plan.")
+@click.option("--chrome-trace", metavar="FILE", help="Write a Chrome/Perfetto timeline.")
+@click.option("--force", is_flag=True, help="Overwrite --out / --chrome-trace files.")
+def plan_buckets(trace, fmt, sizes, do_compare, top, as_json, out, chrome_trace, force, **kw):
+    """Group gradients into all-reduce buckets and predict the step's timeline."""
+    t = _load(trace, fmt, sizes)
+    strategy = strategy_from(kw)
+    cost = cost_from(kw).model()
+    if do_compare:
+        planned = compare_trace(t, strategy, compute_from(kw), cost)
+    else:
+        planned = plan_trace(t, kw["strategy"], strategy, compute_from(kw), cost)
+    plan = planned.plan
+    doc = jsonout.plan_doc(plan)
+    if out:
+        write_output(out, jsonout.dumps(doc), force)
+    if chrome_trace:
+        write_output(chrome_trace, jsonout.dumps(
+            plans.plan_chrome_trace(plan, planned.backward_names())), force)
+    if as_json:
+        click.echo(jsonout.dumps(jsonout.compare_doc(planned.rows) if do_compare else doc), nl=False)
+    elif do_compare:
+        console().print(plans.compare_view(planned.rows, plan))
+    else:
+        console().print(plans.plan_view(plan, top))
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -1,0 +1,167 @@
+"""Each strategy against the system it names (DESIGN 4.4)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tracecli.errors import PlanError
+from tracecli.planning.base import Grad, StrategyOptions
+from tracecli.planning.strategies import (
+    STRATEGIES, ddp, ddp_buckets, ddp_limits, extract_ranges, horovod, horovod_fuse,
+    pack_small_tensors, parse_all_reduce_spec, size_greedy, tf_spec,
+)
+
+KiB, MiB = 1024, 1024 * 1024
+
+
+def grads(sizes, dtypes=None, ready=None, order=None):
+    dtypes = dtypes or ["float32"] * len(sizes)
+    ready = ready or [float(i) for i in range(len(sizes))]
+    order = order or list(range(len(sizes)))
+    return [Grad(f"g{i}", n, d, n // 4, r, o)
+            for i, (n, d, r, o) in enumerate(zip(sizes, dtypes, ready, order))]
+
+
+# -- PyTorch DDP ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("sizes,expected", [
+    ([1 * KiB, 4 * MiB, 20 * MiB, 10 * MiB, 3 * MiB // 4, MiB // 2], [(0, 1), (2, 3), (4, 5)]),
+    ([1 * MiB, 1 * MiB, 24 * MiB, 1 * MiB], [(0,), (1, 2), (3,)]),
+])
+def test_ddp_fixed_cases(sizes, expected):
+    opts = StrategyOptions(first_bucket_bytes=MiB, max_bytes=25 * MiB)
+    assert ddp(grads(sizes), opts).buckets == expected
+
+
+def test_ddp_limits_follow_torch():
+    # default: 1 MiB first bucket, 25 MiB after; an explicit cap replaces both (torch 2.13)
+    assert ddp_limits(StrategyOptions()) == [MiB, 25 * MiB]
+    assert ddp_limits(StrategyOptions(max_bytes=50 * MiB)) == [50 * MiB]
+    assert ddp_limits(StrategyOptions(max_bytes=50 * MiB, first_bucket_bytes=MiB)) == [MiB, 50 * MiB]
+
+
+def test_ddp_dtypes_accumulate_separately():
+    sizes = [600 * KiB, 600 * KiB, 600 * KiB, 600 * KiB]
+    dtypes = ["float32", "float16", "float32", "float16"]
+    assert ddp_buckets(sizes, dtypes, [MiB, 25 * MiB]) == [(0, 2), (1, 3)]
+
+
+torch = pytest.importorskip("torch", reason="the side-by-side check needs torch")
+import torch.distributed as dist  # noqa: E402
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "float64": torch.float64}
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 3 * MiB), min_size=1, max_size=40),
+    first=st.integers(1, 2 * MiB),
+    cap=st.integers(1, 8 * MiB),
+)
+def test_ddp_matches_torch_assignment(sizes, first, cap):
+    elements = [max(1, s // 4) for s in sizes]
+    tensors = [torch.empty(n, dtype=torch.float32) for n in elements]
+    limits = [first, cap]
+    theirs, _ = dist._compute_bucket_assignment_by_size(tensors, limits)
+    ours = ddp_buckets([4 * n for n in elements], ["float32"] * len(elements), limits)
+    assert [tuple(b) for b in theirs] == ours
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.lists(st.tuples(st.integers(1, MiB), st.sampled_from(list(DTYPES))),
+                     min_size=1, max_size=30),
+       cap=st.integers(1, 4 * MiB))
+def test_ddp_matches_torch_with_mixed_dtypes(data, cap):
+    tensors = [torch.empty(n, dtype=DTYPES[d]) for n, d in data]
+    limits = [MiB, cap]
+    theirs, _ = dist._compute_bucket_assignment_by_size(tensors, limits)
+    ours = ddp_buckets([t.numel() * t.element_size() for t in tensors], [d for _, d in data], limits)
+    # torch sorts the result by each bucket's smallest index when no indices are given
+    assert sorted(tuple(b) for b in theirs) == sorted(ours)
+
+
+def test_ddp_bucket_cap_mb_list_reproduces_a_partition():
+    sizes = [3 * MiB, 1 * MiB, 7 * MiB, 2 * MiB, 2 * MiB]
+    partition = [(0, 1), (2,), (3, 4)]
+    limits = [sum(sizes[i] for i in b) for b in partition]
+    tensors = [torch.empty(s // 4) for s in sizes]
+    theirs, _ = dist._compute_bucket_assignment_by_size(tensors, limits)
+    assert [tuple(b) for b in theirs] == partition == ddp_buckets(sizes, ["float32"] * 5, limits)
+
+
+# -- Horovod ------------------------------------------------------------------------------
+
+def test_horovod_fusion_cases():
+    assert horovod_fuse([10, 20, 30, 40], ["float32"] * 4, 60) == [(0, 1, 2), (3,)]
+    assert horovod_fuse([10, 20, 30, 40], ["float32", "float16", "float32", "float32"], 60) == \
+        [(0, 2), (1,), (3,)]
+    assert horovod_fuse([100, 5], ["float32"] * 2, 60) == [(0,), (1,)]  # larger one alone
+
+
+def test_horovod_no_look_ahead_past_a_tensor_too_large_to_fit():
+    # 10 + 50 > 55 and the look-ahead budget (fused + skipped <= threshold) is spent at once:
+    # the group closes, so only tensors of another dtype are ever skipped.
+    assert horovod_fuse([10, 50, 5], ["float32"] * 3, 55) == [(0,), (1, 2)]
+    assert horovod_fuse([10, 20, 5], ["float32", "float16", "float32"], 55) == [(0, 2), (1,)]
+
+
+def test_horovod_cycles_split_groups():
+    g = grads([10, 20, 30, 40], ready=[0.1, 0.5, 1.2, 1.9])
+    result = horovod(g, StrategyOptions(max_bytes=1000, cycle_ms=1.0))
+    assert result.buckets == [(0, 1), (2, 3)]
+    assert result.not_before == [1.0, 2.0]
+
+
+# -- tf_cnn_benchmarks --------------------------------------------------------------------
+
+@pytest.mark.parametrize("elements,max_bytes,expected", [
+    ([8, 9, 12, 125], 40, [(0, 1), (2,), (3,)]),
+    ([125, 6, 5], 40, [(1, 2), (0,)]),
+    ([125, 6, 5, 7, 100], 40, [(1, 2, 3), (0,), (4,)]),
+    ([4, 4, 9, 9], 12, [(0,), (1,), (2,), (3,)]),
+    ([4, 4, 9, 9], 16, [(0, 1), (2,), (3,)]),
+    ([4, 4, 9, 9], 256, [(0, 1, 2, 3)]),
+])
+def test_pack_small_tensors_cases(elements, max_bytes, expected):
+    assert pack_small_tensors(elements, ["float32"] * len(elements), max_bytes, 10) == expected
+
+
+def test_pack_only_float32_and_max_group():
+    assert pack_small_tensors([4, 4, 4], ["float32", "float16", "float32"], 64, 10) == [(0,), (1,), (2,)]
+    # a range grows while last - first <= max_group: up to max_group + 2 members
+    assert extract_ranges(list(range(10)), 2) == ([[0, 3], [4, 7], [8, 9]], [])
+    assert extract_ranges([1, 3, 4], 10) == ([[3, 4]], [1])
+
+
+def test_parse_all_reduce_spec():
+    assert [tuple(p) for p in parse_all_reduce_spec("pscpu:32k:xring")] == \
+        [("pscpu", 1, 32768), ("xring", 1, -1)]
+    assert [tuple(p) for p in parse_all_reduce_spec("nccl#2:1M:pscpu/pscpu#3:2G:xring")] == \
+        [("nccl", 2, MiB), ("pscpu/pscpu", 3, 2 * 1024 * MiB), ("xring", 1, -1)]
+    for bad in ("pscpu:32k", "pscpu:32m:xring", "foo", "xring#x", "pscpu:32q:xring"):
+        with pytest.raises(PlanError):
+            parse_all_reduce_spec(bad)
+
+
+def test_tf_spec_parts_by_elements_in_variable_order():
+    # readiness order is the reverse of variable order, as in a real backward pass
+    g = grads([4 * 10, 4 * 100_000, 4 * 8, 4 * 50_000], order=[3, 2, 1, 0])
+    opts = StrategyOptions(spec="pscpu:32k:xring", agg_small_grads_max_bytes=64,
+                           agg_small_grads_max_group=10)
+    result = tf_spec(g, opts)
+    assert sorted(result.buckets) == [(0, 2), (1,), (3,)]  # 8- and 10-element ones packed
+    readies = [max(b) for b in result.buckets]
+    assert readies == sorted(readies)  # launched as they become ready
+
+
+# -- size and the registry ----------------------------------------------------------------
+
+def test_size_greedy_crossing_tensor_included():
+    assert size_greedy(grads([5, 5, 1, 20, 1]), StrategyOptions(max_bytes=10)).buckets == \
+        [(0, 1), (2, 3), (4,)]
+
+
+def test_registry_names():
+    assert list(STRATEGIES) == ["per-tensor", "single", "size", "ddp", "horovod", "tf-spec", "optimal"]

@@ -1,0 +1,194 @@
+"""Compute times of the step (DESIGN 4.1): how long forward and each backward op take.
+
+Sources, best first, and always named in ``ComputeProfile.source``:
+
+1. a timing file (``--op-times``): measured ms of ops or layers;
+2. Chainer dumps: a roofline estimate of each op's FLOPs and bytes against a device preset;
+3. op lists (no shapes, no timings): backward ops share a measured ``--backward-ms`` evenly.
+
+``--backward-ms`` also rescales an estimate to a measured backward time, keeping its
+proportions; forward time counts before backward.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple, Optional
+
+from ..errors import CalibrationError, PlanError
+from ..model import Trace
+from .readiness import Readiness
+from .shapes import op_costs
+
+__all__ = ["Device", "DEVICES", "ComputeProfile", "OpTimes", "load_op_times", "compute_profile"]
+
+
+@dataclass(frozen=True)
+class Device:
+    name: str
+    fp32_tflops: float  # float32 on CUDA cores (no TF32), dense
+    fp16_tflops: float  # float16/bfloat16 on tensor cores, dense
+    memory_gbps: float  # GB/s
+    compute_efficiency: float
+    memory_efficiency: float
+    launch_us: float  # per-op framework + kernel launch overhead
+    source: str
+
+    def op_ms(self, flops: float, nbytes: float, dtype: str = "float32") -> float:
+        peak = (self.fp16_tflops if dtype in ("float16", "bfloat16", "half") else self.fp32_tflops)
+        compute = flops / (peak * 1e12 * self.compute_efficiency)
+        memory = nbytes / (self.memory_gbps * 1e9 * self.memory_efficiency)
+        return max(compute, memory) * 1000.0 + self.launch_us / 1000.0
+
+
+# Peak figures from the vendors' datasheets (dense, no sparsity); efficiencies are the
+# fraction of peak that well-tuned cuDNN/cuBLAS kernels reach on large convolutions and
+# streaming kernels (typically 50-70% and 70-85%): assumptions, printed with every plan.
+DEVICES: dict[str, Device] = {d.name: d for d in (
+    Device("v100", 15.7, 125.0, 900.0, 0.6, 0.75, 5.0,
+           "NVIDIA Tesla V100 SXM2 datasheet: 15.7 TFLOP/s FP32, 125 FP16 tensor, 900 GB/s HBM2"),
+    Device("a100", 19.5, 312.0, 2039.0, 0.6, 0.75, 5.0,
+           "NVIDIA A100 80GB SXM datasheet: 19.5 TFLOP/s FP32, 312 BF16/FP16 tensor, 2,039 GB/s HBM2e"),
+    Device("h100", 67.0, 989.0, 3350.0, 0.6, 0.75, 5.0,
+           "NVIDIA H100 SXM5 datasheet: 67 TFLOP/s FP32, 989 BF16/FP16 tensor (dense), 3.35 TB/s HBM3"),
+    Device("h200", 67.0, 989.0, 4800.0, 0.6, 0.75, 5.0,
+           "NVIDIA H200 SXM datasheet: 67 TFLOP/s FP32, 989 BF16/FP16 tensor (dense), 4.8 TB/s HBM3e"),
+    Device("cpu", 0.2, 0.2, 20.0, 0.5, 0.6, 2.0,
+           "2-core AVX2 server at 3 GHz: 2 x 32 FP32 FLOP/cycle = 0.19 TFLOP/s; ~20 GB/s DRAM"),
+)}
+
+
+class ComputeProfile(NamedTuple):
+    forward_ms: float
+    backward: tuple[tuple[str, float], ...]  # (op id, ms) in backward execution order
+    source: str
+
+    @property
+    def backward_ms(self) -> float:
+        return sum(ms for _, ms in self.backward)
+
+    def ready_times(self) -> list[float]:
+        """``ready_times()[k]``: ms from step start when ``k`` backward ops have run."""
+        times = [self.forward_ms]
+        for _, ms in self.backward:
+            times.append(times[-1] + ms)
+        return times
+
+
+class OpTimes(NamedTuple):
+    """A timing file: ms per op (id or name) and per layer (its backward), and forward."""
+
+    ops: dict[str, float]
+    layers: dict[str, float]
+    forward_ms: Optional[float]
+    path: str
+
+
+def load_op_times(path: str | Path) -> OpTimes:
+    """``{"ops": {op id or name: ms}, "layers": {layer: backward ms}, "forward_ms": ms}``."""
+    path = str(path)
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise CalibrationError(path, None, f"cannot read timing file: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise CalibrationError(path, 1, "not UTF-8 text; a timing file is JSON") from None
+    except json.JSONDecodeError as exc:
+        raise CalibrationError(path, exc.lineno, f"invalid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise CalibrationError(path, 1, "invalid JSON: nested too deeply") from None
+    if not isinstance(doc, dict) or not set(doc) <= {"ops", "layers", "forward_ms"} or not doc:
+        raise CalibrationError(path, 1, 'expected {"ops": {OP: ms}, "layers": {LAYER: ms}, '
+                               '"forward_ms": ms} (any of the three)')
+
+    def ms(value, what) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise CalibrationError(path, 1, f"{what} must be a non-negative number of ms")
+        return float(value)
+
+    tables = {}
+    for key in ("ops", "layers"):
+        table = doc.get(key, {})
+        if not isinstance(table, dict):
+            raise CalibrationError(path, 1, f'"{key}" must map names to ms')
+        tables[key] = {str(k): ms(v, f"{key}[{k!r}]") for k, v in table.items()}
+    forward = doc.get("forward_ms")
+    return OpTimes(tables["ops"], tables["layers"],
+                   None if forward is None else ms(forward, "forward_ms"), path)
+
+
+def compute_profile(
+    trace: Trace,
+    ready: Readiness,
+    device: str = "h100",
+    op_times: Optional[OpTimes] = None,
+    backward_ms: Optional[float] = None,
+    forward_ms: Optional[float] = None,
+) -> ComputeProfile:
+    """Forward time and the duration of every backward op, from the best source at hand."""
+    if device not in DEVICES:
+        raise PlanError(None, None, f"unknown device {device!r}; use one of " + ", ".join(DEVICES))
+    for value, flag in ((backward_ms, "--backward-ms"), (forward_ms, "--forward-ms")):
+        if value is not None and (not math.isfinite(value) or value < 0):
+            raise PlanError(None, None, f"{flag} must be a non-negative number")
+    order = list(ready.backward_ops)
+    dev = DEVICES[device]
+    if trace.format == "chainer":
+        costs = op_costs(trace)
+        dtype = "float32"
+        est = {op_id: dev.op_ms(costs[op_id].flops, costs[op_id].nbytes, dtype) for op_id in order}
+        fwd = sum(dev.op_ms(c.flops, c.nbytes, dtype) for op_id, c in costs.items()
+                  if trace.op(op_id).kind.value == "forward")
+        source = f"roofline estimate on {dev.name} ({dev.source})"
+    else:
+        if backward_ms is None and op_times is None:
+            raise PlanError(None, None, f"{trace.path}: an op list carries no timings; pass "
+                            "--backward-ms MS (your measured backward time) or --op-times FILE")
+        est = {op_id: 1.0 for op_id in order}
+        fwd = None
+        source = "backward ops share the backward time evenly (op list without timings)"
+    times = dict(est)
+    overridden = 0
+    if op_times is not None:
+        by_layer: dict[str, list[str]] = {}
+        for op_id in order:
+            layer = trace.op(op_id).layer
+            if layer is not None:
+                by_layer.setdefault(layer, []).append(op_id)
+        for layer, ms in op_times.layers.items():
+            for op_id in by_layer.get(layer, ()):
+                times[op_id] = ms / len(by_layer[layer])
+                overridden += 1
+        for op_id in order:
+            op = trace.op(op_id)
+            for key in (op.id, op.name):
+                if key in op_times.ops:
+                    times[op_id] = op_times.ops[key]
+                    overridden += 1
+                    break
+        if op_times.forward_ms is not None:
+            fwd = op_times.forward_ms
+        source = f"timing file {op_times.path} ({overridden} of {len(order)} backward ops); " \
+                 f"the rest: {source}"
+    if backward_ms is not None:
+        measured = {op_id for op_id in order if times[op_id] != est[op_id]} if op_times else set()
+        scalable = [op_id for op_id in order if op_id not in measured]
+        fixed = sum(times[op_id] for op_id in measured)
+        total = sum(times[op_id] for op_id in scalable)
+        if scalable and total > 0:
+            scale = max(backward_ms - fixed, 0.0) / total
+            for op_id in scalable:
+                times[op_id] *= scale
+        source += f"; scaled to --backward-ms {backward_ms:g}"
+        if fwd is not None and trace.format == "chainer" and forward_ms is None:
+            fwd *= scale if scalable and total > 0 else 1.0
+    if forward_ms is not None:
+        fwd = forward_ms
+        source += f"; forward {forward_ms:g} ms given"
+    elif fwd is None:
+        fwd = sum(times.values()) / 2.0
+        source += "; forward taken as half of backward (no forward timing)"
+    return ComputeProfile(float(fwd), tuple((op_id, float(times[op_id])) for op_id in order), source)

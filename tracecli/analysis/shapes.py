@@ -1,0 +1,168 @@
+"""Shape inference for Chainer dumps, and each op's FLOPs and bytes moved (DESIGN 2.1).
+
+Dumps record byte sizes only. The batch comes from the label array (int32, one per
+sample); channels from bias sizes; kernel sizes from weight sizes; spatial sizes from
+activation sizes (square feature maps). Shapes propagate through the forward ops in rank
+order; a tensor whose shape cannot be pinned down is left out rather than guessed.
+FLOPs never need the shapes: a convolution or linear layer does
+``2 · output elements · (weight elements / output channels)`` multiply-adds.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple, Optional
+
+from ..model import DTYPE_BYTES, Op, OpKind, Tensor, TensorKind, Trace
+
+__all__ = ["ShapeReport", "OpCost", "infer_shapes", "op_costs"]
+
+_MATMUL_OPS = {"Convolution2DFunction", "Convolution2D", "LinearFunction", "Linear",
+               "Deconvolution2DFunction", "ConvolutionND", "DilatedConvolution2DFunction"}
+_LOSSES = {"SoftmaxCrossEntropy", "SigmoidCrossEntropy", "MeanSquaredError"}
+
+
+class OpCost(NamedTuple):
+    flops: float
+    nbytes: float
+
+
+class ShapeReport(NamedTuple):
+    batch: Optional[int]
+    shapes: dict[str, tuple[int, ...]]  # tensor id -> shape, where known
+
+
+def _elements(t: Tensor) -> int:
+    return t.nbytes // DTYPE_BYTES.get(t.dtype or "float32", 4)
+
+
+def _square(n: float) -> Optional[int]:
+    if n <= 0 or n != int(n):
+        return None
+    root = math.isqrt(int(n))
+    return root if root * root == int(n) else None
+
+
+def _batch(trace: Trace) -> Optional[int]:
+    for op in trace.ops():
+        if op.kind is OpKind.FORWARD and op.name in _LOSSES and len(op.inputs) >= 2:
+            labels = trace.tensor(op.inputs[1])
+            if labels.kind is TensorKind.INPUT and labels.nbytes and labels.nbytes % 4 == 0:
+                return labels.nbytes // 4  # int32 labels, one per sample
+    return None
+
+
+def infer_shapes(trace: Trace) -> ShapeReport:
+    """Shapes of the tensors of a Chainer dump, where the sizes pin them down."""
+    batch = _batch(trace)
+    shapes: dict[str, tuple[int, ...]] = {}
+    if batch is None or batch <= 0:
+        return ShapeReport(batch, shapes)
+    for t in trace.tensors():
+        if t.kind is TensorKind.INPUT and t.nbytes is not None and t.nbytes // 4 == batch and t.nbytes % 4 == 0:
+            shapes[t.id] = (batch,)
+    forward = sorted((op for op in trace.ops() if op.kind is OpKind.FORWARD),
+                     key=lambda op: (op.rank, op.position))
+    for op in forward:
+        _infer(trace, op, batch, shapes)
+    return ShapeReport(batch, shapes)
+
+
+def _infer(trace: Trace, op: Op, n: int, shapes: dict[str, tuple[int, ...]]) -> None:
+    ins = [trace.tensor(t) for t in op.inputs]
+    outs = [trace.tensor(t) for t in op.outputs]
+    if not ins or not outs:
+        return
+    x, y = ins[0], outs[0]
+    attrs = op.attrs or {}
+    if op.name in ("Convolution2DFunction", "Convolution2D") and len(ins) >= 2:
+        w = ins[1]
+        cout = _elements(ins[2]) if len(ins) >= 3 else None
+        per_sample = _elements(x) / n
+        if cout is None:
+            return
+        ho = _square(_elements(y) / (n * cout))
+        groups = int(attrs.get("groups", 1) or 1)
+        for k in range(1, 12):
+            cin_g = _elements(w) / (cout * k * k)
+            if cin_g != int(cin_g) or cin_g <= 0:
+                continue
+            cin = int(cin_g) * groups
+            h = _square(per_sample / cin)
+            if h is None or ho is None:
+                continue
+            p, s = int(attrs.get("ph", 0)), int(attrs.get("sy", 1)) or 1
+            if (h + 2 * p - k) // s + 1 == ho:
+                shapes.setdefault(x.id, (n, cin, h, h))
+                shapes[w.id] = (cout, int(cin_g), k, k)
+                shapes[ins[2].id] = (cout,)
+                shapes[y.id] = (n, cout, ho, ho)
+                return
+        return
+    if op.name in ("LinearFunction", "Linear") and len(ins) >= 2:
+        w = ins[1]
+        out = _elements(ins[2]) if len(ins) >= 3 else _elements(y) // n
+        if out and _elements(w) % out == 0:
+            shapes[w.id] = (out, _elements(w) // out)
+            if len(ins) >= 3:
+                shapes[ins[2].id] = (out,)
+            shapes[y.id] = (n, out)
+            if x.id not in shapes:
+                shapes[x.id] = (n, _elements(x) // n)
+        return
+    if op.name in ("MaxPooling2D", "AveragePooling2D") and x.id in shapes and len(shapes[x.id]) == 4:
+        c = shapes[x.id][1]
+        ho = _square(_elements(y) / (n * c))
+        if ho is not None:
+            shapes[y.id] = (n, c, ho, ho)
+        return
+    if op.name in _LOSSES:
+        if y.nbytes == 4:
+            shapes[y.id] = ()
+        return
+    if op.name == "Reshape" and _elements(y) % n == 0:
+        shapes[y.id] = (n, _elements(y) // n)
+        return
+    # elementwise (ReLU, Dropout, BatchNormalization, Add, ...): the shape of input 0
+    if x.id in shapes and y.nbytes == x.nbytes:
+        for out in outs:
+            if out.nbytes == x.nbytes:
+                shapes[out.id] = shapes[x.id]
+
+
+def op_costs(trace: Trace) -> dict[str, OpCost]:
+    """FLOPs and bytes moved by every forward and backward op of a Chainer dump.
+
+    Convolutions and linear layers: ``2·out·(W/Cout)`` FLOPs forward, twice that backward
+    (input and weight gradients). Other ops are memory-bound: one FLOP an output element
+    (a pooling window's size for pooling) and the bytes of every array they read or write.
+    """
+    costs: dict[str, OpCost] = {}
+    forward_cost: dict[str, OpCost] = {}
+    for op in trace.ops():
+        if op.kind is not OpKind.FORWARD:
+            continue
+        ins = [trace.tensor(t) for t in op.inputs]
+        outs = [trace.tensor(t) for t in op.outputs]
+        nbytes = float(sum(t.nbytes or 0 for t in ins + outs))
+        out_elems = sum(_elements(t) for t in outs)
+        if op.name in _MATMUL_OPS and len(ins) >= 2:
+            w = _elements(ins[1])
+            cout = _elements(ins[2]) if len(ins) >= 3 else None
+            if cout is None:  # no bias: assume square-free linear, y = N·out, x = N·in
+                flops = 2.0 * math.sqrt(_elements(ins[0]) * out_elems * w)
+            else:
+                flops = 2.0 * out_elems * (w / cout)
+        elif op.name in ("MaxPooling2D", "AveragePooling2D"):
+            flops = float(out_elems * int((op.attrs or {}).get("kh", 1)) * int((op.attrs or {}).get("kw", 1)))
+        else:
+            flops = float(out_elems)
+        forward_cost[op.id] = costs[op.id] = OpCost(flops, nbytes)
+    for op in trace.ops():
+        if op.kind is not OpKind.BACKWARD:
+            continue
+        nbytes = float(sum(trace.tensor(t).nbytes or 0 for t in op.inputs + op.outputs))
+        partner = forward_cost.get(op.partner) if op.partner else None
+        flops = partner.flops * (2.0 if trace.op(op.partner).name in _MATMUL_OPS else 1.0) if partner else 0.0
+        costs[op.id] = OpCost(flops, nbytes)
+    return costs

@@ -1,0 +1,52 @@
+"""Types shared by the strategies and the planner."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, NamedTuple, Optional, Sequence
+
+from .costmodel import CostModel
+
+__all__ = ["Grad", "StrategyOptions", "Grouping", "Strategy", "DEFAULT_MAX_BYTES",
+           "DDP_FIRST_BUCKET_BYTES", "DDP_BUCKET_CAP", "HOROVOD_THRESHOLD"]
+
+DDP_FIRST_BUCKET_BYTES = 1024 * 1024  # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES
+DDP_BUCKET_CAP = 25 * 1024 * 1024  # DistributedDataParallel(bucket_cap_mb=25)
+HOROVOD_THRESHOLD = 128 * 1024 * 1024  # HOROVOD_FUSION_THRESHOLD default since v0.21
+DEFAULT_MAX_BYTES = {"size": DDP_BUCKET_CAP, "ddp": DDP_BUCKET_CAP, "horovod": HOROVOD_THRESHOLD}
+
+
+class Grad(NamedTuple):
+    """One gradient as planning sees it, in readiness order.
+
+    ``order`` is its place in the model's trainable-variable order (tf_cnn_benchmarks
+    groups gradients in that order, not in readiness order).
+    """
+
+    name: str
+    nbytes: int
+    dtype: str
+    elements: int
+    ready_ms: float
+    order: int
+
+
+@dataclass(frozen=True)
+class StrategyOptions:
+    max_bytes: Optional[int] = None  # None: the strategy's default (or no cap)
+    first_bucket_bytes: Optional[int] = None  # ddp; None: as torch does for max_bytes
+    cycle_ms: float = 1.0  # horovod
+    spec: str = "nccl"  # tf-spec
+    agg_small_grads_max_bytes: int = 0  # tf-spec
+    agg_small_grads_max_group: int = 10  # tf-spec
+    cost: Optional[CostModel] = None  # optimal: the model it minimizes under
+
+
+class Grouping(NamedTuple):
+    """Buckets in launch order; ``not_before`` delays a bucket's launch (Horovod's cycle)."""
+
+    buckets: list[tuple[int, ...]]
+    not_before: Optional[list[float]] = None
+
+
+Strategy = Callable[[Sequence[Grad], StrategyOptions], Grouping]

@@ -1,0 +1,187 @@
+"""The collective cost model (DESIGN 4.2): alpha-beta all-reduce time on p ranks.
+
+Ring: ``2(p-1)·a + 2(p-1)/p · n/B``; tree (NCCL's double binary tree):
+``2·ceil(log2 p)·a + 2(p-1)/p · n/B``. ``B`` is the bus bandwidth as nccl-tests reports it
+(busbw = algbw·2(p-1)/p), so one figure serves every p. A per-bucket launch overhead is
+added to each collective.
+
+>>> m = CostModel("x", alpha_us=5.0, bandwidth_gbps=10.0, gpus=4)
+>>> round(m.time_ms(8_000_000), 4)   # 6 steps x 5 us + 1.5 x 0.8 ms
+1.23
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Optional
+
+from ..errors import CalibrationError, PlanError
+
+__all__ = ["CostModel", "Network", "NETWORKS", "ALGORITHMS", "resolve_cost_model",
+           "load_calibration", "calibration_doc", "CALIBRATION_FORMAT"]
+
+ALGORITHMS = ("ring", "tree")
+CALIBRATION_FORMAT = "tracecli-calibration"
+
+
+@dataclass(frozen=True)
+class Network:
+    name: str
+    alpha_us: float
+    bandwidth_gbps: float  # bus bandwidth, GB/s (10^9 bytes/s)
+    source: str
+
+
+# Bus bandwidths are what nccl-tests' all_reduce_perf reports as busbw at large sizes;
+# latencies are per ring step. Figures are typical published values, not guarantees:
+# calibrate (tracecli calibrate) on the real machine for predictions you rely on.
+NETWORKS: dict[str, Network] = {n.name: n for n in (
+    Network("nvlink-h100", 1.0, 370.0, "8x H100 SXM, NVLink 4 / NVSwitch: nccl-tests busbw ~370 GB/s"),
+    Network("nvlink-a100", 1.0, 230.0, "8x A100 SXM, NVLink 3 / NVSwitch: nccl-tests busbw ~230 GB/s"),
+    Network("pcie4", 2.0, 22.0, "PCIe 4.0 x16 between GPUs (no NVLink): ~22 GB/s busbw of 32 GB/s raw"),
+    Network("ib-ndr", 5.0, 45.0, "InfiniBand NDR 400 Gb/s, one NIC per GPU: ~45 GB/s of 50 GB/s"),
+    Network("ib-hdr", 5.0, 23.0, "InfiniBand HDR 200 Gb/s, one NIC per GPU: ~23 GB/s of 25 GB/s"),
+    Network("100gbe", 15.0, 11.0, "100 Gb Ethernet (RoCE): ~11 GB/s of 12.5 GB/s"),
+    Network("25gbe", 25.0, 2.8, "25 Gb Ethernet (TCP): ~2.8 GB/s of 3.1 GB/s"),
+    Network("10gbe", 50.0, 1.1, "10 Gb Ethernet (TCP): ~1.1 GB/s of 1.25 GB/s"),
+)}
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """All-reduce time of ``n`` bytes on ``gpus`` ranks: ``launch + steps·alpha + beta·n``."""
+
+    name: str
+    alpha_us: float
+    bandwidth_gbps: float
+    gpus: int
+    algorithm: str = "ring"
+    launch_us: float = 0.0
+    source: str = ""
+
+    @property
+    def latency_ms(self) -> float:
+        """The size-independent part of one collective, in ms."""
+        p = self.gpus
+        if p <= 1:
+            return self.launch_us / 1000.0
+        steps = 2 * (p - 1) if self.algorithm == "ring" else 2 * math.ceil(math.log2(p))
+        return (self.launch_us + steps * self.alpha_us) / 1000.0
+
+    @property
+    def ms_per_byte(self) -> float:
+        """The bandwidth term per byte, in ms: ``2(p-1)/p / B``."""
+        p = self.gpus
+        if p <= 1:
+            return 0.0
+        return 2.0 * (p - 1) / p / (self.bandwidth_gbps * 1e9) * 1000.0
+
+    def time_ms(self, nbytes: int | float) -> float:
+        return self.latency_ms + self.ms_per_byte * nbytes
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "algorithm": self.algorithm, "gpus": self.gpus,
+                "alpha_us": self.alpha_us, "bandwidth_gbps": self.bandwidth_gbps,
+                "launch_us": self.launch_us, "source": self.source}
+
+
+def resolve_cost_model(
+    gpus: int,
+    network: Optional[str] = None,
+    alpha_us: Optional[float] = None,
+    bandwidth_gbps: Optional[float] = None,
+    calibration: Optional[str] = None,
+    algorithm: str = "ring",
+    launch_us: float = 0.0,
+    default_network: str = "nvlink-h100",
+) -> CostModel:
+    """The cost model from a calibration profile, else a network preset; overrides last."""
+    if gpus < 1:
+        raise PlanError(None, None, f"--gpus must be at least 1, not {gpus}")
+    if algorithm not in ALGORITHMS:
+        raise PlanError(None, None, f"unknown algorithm {algorithm!r}; use ring or tree")
+    if calibration is not None:
+        if network is not None:
+            raise PlanError(None, None, "pass --calibration or --network, not both")
+        model = load_calibration(calibration)
+        model = replace(model, gpus=gpus, launch_us=launch_us or model.launch_us,
+                        algorithm=algorithm if algorithm != "ring" else model.algorithm)
+    else:
+        name = network or default_network
+        if name not in NETWORKS:
+            raise PlanError(None, None, f"unknown network {name!r}; use one of "
+                            + ", ".join(NETWORKS))
+        preset = NETWORKS[name]
+        model = CostModel(name, preset.alpha_us, preset.bandwidth_gbps, gpus, algorithm,
+                          launch_us, preset.source)
+    if alpha_us is not None:
+        if alpha_us < 0:
+            raise PlanError(None, None, "--alpha-us must not be negative")
+        model = replace(model, alpha_us=alpha_us, source=model.source + "; alpha overridden")
+    if bandwidth_gbps is not None:
+        if bandwidth_gbps <= 0:
+            raise PlanError(None, None, "--bandwidth-gbps must be positive")
+        model = replace(model, bandwidth_gbps=bandwidth_gbps,
+                        source=model.source + "; bandwidth overridden")
+    return model
+
+
+def calibration_doc(backend: str, gpus: int, algorithm: str, alpha_us: float,
+                    bandwidth_gbps: float, r2: float, mape_pct: float, points: list[dict],
+                    device: str) -> dict[str, Any]:
+    """The calibration profile that ``calibrate --out`` writes and ``--calibration`` reads.
+
+    ``points`` are ``{"bytes", "median_ms", "times_ms", "predicted_ms"}`` dicts.
+    """
+    return {
+        "format": CALIBRATION_FORMAT,
+        "version": 1,
+        "backend": backend,
+        "device": device,
+        "gpus": gpus,
+        "algorithm": algorithm,
+        "alpha_us": alpha_us,
+        "bandwidth_gbps": bandwidth_gbps,
+        "fit": {"r2": r2, "mape_pct": mape_pct},
+        "points": points,
+    }
+
+
+def load_calibration(path: str | Path) -> CostModel:
+    """Read a calibration profile (see :func:`calibration_doc`)."""
+    path = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CalibrationError(path, None, f"cannot read calibration profile: {exc}") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CalibrationError(path, exc.lineno, f"invalid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise CalibrationError(path, 1, "invalid JSON: nested too deeply") from None
+    if not isinstance(doc, dict) or doc.get("format") != CALIBRATION_FORMAT:
+        raise CalibrationError(path, 1, f"not a calibration profile (expected \"format\": "
+                               f"\"{CALIBRATION_FORMAT}\"); make one with tracecli calibrate --out")
+    values = {}
+    for key in ("alpha_us", "bandwidth_gbps"):
+        value = doc.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise CalibrationError(path, 1, f"{key} must be a number")
+        values[key] = float(value)
+    if values["alpha_us"] < 0 or values["bandwidth_gbps"] <= 0:
+        raise CalibrationError(path, 1, "alpha_us must be >= 0 and bandwidth_gbps > 0")
+    algorithm = doc.get("algorithm", "ring")
+    if algorithm not in ALGORITHMS:
+        raise CalibrationError(path, 1, f"algorithm must be ring or tree, not {algorithm!r}")
+    fit = doc.get("fit") if isinstance(doc.get("fit"), dict) else {}
+    r2 = fit.get("r2")
+    quality = f", R²={r2:.4f}" if isinstance(r2, (int, float)) and not isinstance(r2, bool) else ""
+    source = (f"calibrated {doc.get('backend', '?')} on {doc.get('gpus', '?')} ranks "
+              f"({doc.get('device', '?')}){quality}")
+    gpus = doc.get("gpus") if isinstance(doc.get("gpus"), int) and doc.get("gpus") > 0 else 1
+    return CostModel(f"calibration:{Path(path).name}", values["alpha_us"],
+                     values["bandwidth_gbps"], gpus, algorithm, 0.0, source)

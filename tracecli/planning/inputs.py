@@ -1,0 +1,50 @@
+"""From analyses to planning: the gradients in readiness order with their ready times."""
+
+from __future__ import annotations
+
+from ..analysis.compute import ComputeProfile
+from ..analysis.readiness import Readiness
+from ..errors import PlanError
+from ..model import OpKind, Trace
+from .base import Grad
+from .plan import PlanInput
+
+__all__ = ["plan_input", "variable_order"]
+
+
+def variable_order(trace: Trace) -> dict[str, int]:
+    """Each parameter's place in the model's variable order.
+
+    Op lists: the trainable-variable index. Chainer dumps: order of first use in forward
+    (``link.params()`` follows definition order, which forward order matches for
+    sequential models).
+    """
+    params = trace.parameters()
+    if trace.format != "chainer":
+        return {t.id: (t.index if t.index is not None else i) for i, t in enumerate(params)}
+    first_use: dict[str, tuple] = {}
+    for op in trace.ops():
+        if op.kind is OpKind.FORWARD:
+            for k, tid in enumerate(op.inputs):
+                key = (op.rank, op.position, k)
+                if tid not in first_use or key < first_use[tid]:
+                    first_use[tid] = key
+    ranked = sorted(params, key=lambda t: first_use.get(t.id, (float("inf"), 0, 0)))
+    return {t.id: i for i, t in enumerate(ranked)}
+
+
+def plan_input(trace: Trace, ready: Readiness, profile: ComputeProfile,
+               update_ms: float = 0.0) -> PlanInput:
+    unknown = [g.name for g in ready.gradients if g.nbytes is None]
+    if unknown:
+        raise PlanError(trace.path, None, f"sizes of {len(unknown)} gradients are unknown "
+                        f"(e.g. {unknown[0]}); pass the sizes sidecar with --sizes FILE")
+    times = profile.ready_times()
+    order = variable_order(trace)
+    grads = tuple(
+        Grad(g.name, g.nbytes, g.dtype or "float32",
+             g.elements if g.elements is not None else g.nbytes // 4,
+             times[min(g.backward_position, len(times) - 1)], order.get(g.tensor_id, i))
+        for i, g in enumerate(ready.gradients)
+    )
+    return PlanInput(grads, profile.forward_ms, times[-1], update_ms, profile.source)

@@ -1,0 +1,93 @@
+"""The predicted timeline of a bucket plan (DESIGN 4.3).
+
+Backward ops run one after another; buckets go in bucket order on one channel: bucket k
+starts at ``max(its last gradient ready, end of bucket k-1)`` and lasts ``T(bytes_k)``.
+Iteration = ``max(backward end, last bucket end) + update``; exposed communication =
+iteration - compute. All times are ms from the start of the step (forward included).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Optional, Sequence
+
+from .base import Grad, Grouping
+from .costmodel import CostModel
+
+__all__ = ["BucketTiming", "Timeline", "simulate", "lower_bound"]
+
+
+class BucketTiming(NamedTuple):
+    index: int
+    members: tuple[int, ...]
+    nbytes: int
+    dtype: str
+    ready_ms: float
+    start_ms: float
+    end_ms: float
+
+    @property
+    def duration_ms(self) -> float:
+        return self.end_ms - self.start_ms
+
+
+class Timeline(NamedTuple):
+    buckets: tuple[BucketTiming, ...]
+    forward_ms: float
+    backward_end_ms: float
+    update_ms: float
+    iteration_ms: float
+    compute_ms: float
+    exposed_comm_ms: float
+    comm_ms: float  # sum of bucket durations
+
+    @property
+    def overlap_pct(self) -> float:
+        """Share of communication hidden behind compute."""
+        if self.comm_ms <= 0:
+            return 100.0
+        return max(0.0, 100.0 * (self.comm_ms - self.exposed_comm_ms) / self.comm_ms)
+
+
+def _dtype(grads: Sequence[Grad], members: tuple[int, ...]) -> str:
+    kinds = {grads[i].dtype for i in members}
+    return kinds.pop() if len(kinds) == 1 else "mixed"
+
+
+def simulate(grads: Sequence[Grad], grouping: Grouping, cost: CostModel, forward_ms: float,
+             backward_end_ms: float, update_ms: float = 0.0) -> Timeline:
+    """The timeline of ``grouping`` (buckets in launch order)."""
+    timings = []
+    channel_free = 0.0
+    for k, members in enumerate(grouping.buckets):
+        nbytes = sum(grads[i].nbytes for i in members)
+        ready = max(grads[i].ready_ms for i in members)
+        if grouping.not_before is not None:
+            ready = max(ready, grouping.not_before[k])
+        start = max(ready, channel_free)
+        end = start + cost.time_ms(nbytes)
+        timings.append(BucketTiming(k, tuple(members), nbytes, _dtype(grads, members), ready,
+                                    start, end))
+        channel_free = end
+    compute = backward_end_ms + update_ms
+    iteration = max(backward_end_ms, channel_free) + update_ms
+    comm = sum(t.duration_ms for t in timings)
+    return Timeline(tuple(timings), forward_ms, backward_end_ms, update_ms, iteration, compute,
+                    iteration - compute, comm)
+
+
+def lower_bound(grads: Sequence[Grad], cost: CostModel, backward_end_ms: float,
+                update_ms: float = 0.0) -> Optional[float]:
+    """No plan beats this: backward must end; the bucket holding the last-ready gradient
+    starts no earlier than it and lasts at least ``T`` of that gradient alone; and all bytes
+    go through one channel after the first gradient is ready, paying at least one latency.
+
+    DESIGN 4.3's ``max(backward + T(last alone), first ready + b·all bytes)`` is this bound
+    when the last gradient is ready as backward ends.
+    """
+    if not grads:
+        return None
+    last = max(grads, key=lambda g: g.ready_ms)
+    first = min(g.ready_ms for g in grads)
+    total = sum(g.nbytes for g in grads)
+    return max(backward_end_ms, last.ready_ms + cost.time_ms(last.nbytes),
+               first + cost.latency_ms + cost.ms_per_byte * total) + update_ms

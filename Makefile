@@ -18,12 +18,15 @@ $(BIN)/.installed: pyproject.toml
 demo: $(BIN)/.installed
 	$(BIN)/tracecli inspect sample_traces/vgg19_chainer.txt
 	$(BIN)/tracecli inspect sample_traces/resnet50_horovod_tf.txt --top 12
+	$(BIN)/tracecli plan-buckets sample_traces/vgg19_chainer.txt --max-bytes 32k --top 12
+	$(BIN)/tracecli plan-buckets sample_traces/resnet50_horovod_tf.txt --backward-ms 120 --gpus 64 --network 25gbe --compare
 
 test: $(BIN)/.installed
 	$(BIN)/python -m pytest -q
 
 bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/parse_scale.py
+	$(BIN)/python benchmarks/plan_scale.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

@@ -19,7 +19,7 @@ from .analysis import readiness, size_report
 from .analysis.compute import DEVICES
 from .errors import TraceCliError
 from .parsers import FORMATS, LoadOptions, load
-from .pipeline import ComputeRequest, CostRequest, compare_trace, plan_trace
+from .pipeline import ComputeRequest, CostRequest, compare_trace, gradient_details, plan_trace
 from .planning import NETWORKS, STRATEGIES, StrategyOptions
 from .planning.costmodel import ALGORITHMS
 from .render import jsonout, plans, tables
@@ -178,15 +178,20 @@ def cli(ctx: click.Context, debug: bool) -> None:
 @click.option("--top", type=click.IntRange(min=1), help="Show only the first N rows of tables.")
 @click.option("--per-gradient", is_flag=True, help="One readiness row per gradient, not per layer.")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON document (DESIGN 5).")
-def inspect(trace, fmt, sizes, top, per_gradient, as_json):
+@compute_options
+def inspect(trace, fmt, sizes, top, per_gradient, as_json, **kw):
     """What is in a step: ops, tensors, parameters, readiness order, sizes."""
     t = _load(trace, fmt, sizes)
     ready = readiness(t)
     report = size_report(t, ready)
+    details, source = gradient_details(t, ready, compute_from(kw))
     if as_json:
-        click.echo(jsonout.dumps(jsonout.inspect_doc(t, ready, report)), nl=False)
+        doc = jsonout.inspect_doc(t, ready, report, details)
+        doc["readiness"]["compute_source"] = source
+        click.echo(jsonout.dumps(doc), nl=False)
         return
-    console().print(tables.inspect_view(t, ready, report, top=top, per_gradient=per_gradient))
+    console().print(tables.inspect_view(t, ready, report, top=top, per_gradient=per_gradient,
+                                        details=details, compute_source=source))
 
 
 @cli.command()

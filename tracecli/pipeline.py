@@ -11,13 +11,15 @@ from typing import Optional
 from .analysis import readiness
 from .analysis.compute import ComputeProfile, compute_profile, load_op_times
 from .analysis.readiness import Readiness
+from .analysis.shapes import infer_shapes
+from .errors import PlanError
 from .model import Trace
 from .planning import CostModel, PlanInput, StrategyOptions, compare, make_plan, resolve_cost_model
 from .planning.inputs import plan_input
 from .planning.plan import BucketPlan, CompareRow
 
 __all__ = ["ComputeRequest", "CostRequest", "Planned", "plan_trace", "compare_trace",
-           "prepare"]
+           "prepare", "gradient_details"]
 
 
 @dataclass(frozen=True)
@@ -78,3 +80,29 @@ def compare_trace(trace: Trace, options: StrategyOptions, compute: ComputeReques
     planned = prepare(trace, compute, cost)
     rows = compare(planned.inp, cost, options)
     return Planned(**{**planned.__dict__, "plan": rows[0].plan, "rows": rows})
+
+
+def gradient_details(trace: Trace, ready: Readiness, compute: ComputeRequest) -> tuple[dict, Optional[str]]:
+    """Per gradient: its inferred shape (Chainer) and estimated ready time (ms).
+
+    Returns ``({tensor id: {"shape", "ready_ms"}}, compute source or None)``. Op lists
+    without ``--backward-ms``/``--op-times`` have no ready times; that is not an error here.
+    """
+    shapes = infer_shapes(trace).shapes if trace.format == "chainer" else {}
+    times_file = load_op_times(compute.op_times) if compute.op_times else None
+    try:
+        profile = compute_profile(trace, ready, compute.device, times_file, compute.backward_ms,
+                                  compute.forward_ms)
+    except PlanError:
+        if trace.format == "chainer":
+            raise
+        profile = None
+    times = profile.ready_times() if profile else None
+    details = {}
+    for g in ready.gradients:
+        shape = g.shape if g.shape is not None else shapes.get(g.tensor_id)
+        details[g.tensor_id] = {
+            "shape": list(shape) if shape is not None else None,
+            "ready_ms": times[min(g.backward_position, len(times) - 1)] if times else None,
+        }
+    return details, profile.source if profile else None

@@ -145,7 +145,7 @@ def compute_profile(
         source = f"roofline estimate on {dev.name} ({dev.source})"
     else:
         if backward_ms is None and op_times is None:
-            raise PlanError(None, None, f"{trace.path}: an op list carries no timings; pass "
+            raise PlanError(trace.path, None, "an op list carries no timings; pass "
                             "--backward-ms MS (your measured backward time) or --op-times FILE")
         est = {op_id: 1.0 for op_id in order}
         fwd = None

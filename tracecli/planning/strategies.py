@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import deque
 from typing import NamedTuple, Sequence
 
 from ..errors import PlanError
@@ -121,10 +122,10 @@ def horovod_fuse(nbytes: Sequence[int], dtypes: Sequence[str], threshold: int) -
     >>> horovod_fuse([10, 20, 30, 40], ["float32", "float16", "float32", "float32"], 60)
     [(0, 2), (1,), (3,)]
     """
-    queue = list(range(len(nbytes)))
+    queue = deque(range(len(nbytes)))
     groups = []
     while queue:
-        first = queue.pop(0)
+        first = queue.popleft()
         group, size = [first], nbytes[first]
         skipped: list[int] = []
         skipped_size = 0
@@ -132,14 +133,14 @@ def horovod_fuse(nbytes: Sequence[int], dtypes: Sequence[str], threshold: int) -
             nxt = queue[0]
             if dtypes[nxt] == dtypes[first] and size + nbytes[nxt] <= threshold:
                 size += nbytes[nxt]
-                group.append(queue.pop(0))
+                group.append(queue.popleft())
             else:
                 skipped_size += nbytes[nxt]
                 if size + skipped_size <= threshold:
-                    skipped.append(queue.pop(0))
+                    skipped.append(queue.popleft())
                 else:
                     break
-        queue = skipped + queue
+        queue.extendleft(reversed(skipped))
         groups.append(tuple(group))
     return groups
 

@@ -19,6 +19,10 @@ def _size(n: Optional[int]) -> str:
     return "?" if n is None else format_size(n)
 
 
+def _ms(x: Optional[float]) -> str:
+    return "-" if x is None else f"{x:,.3f}"
+
+
 def truncated(rows: list, top: Optional[int]) -> tuple[list, int]:
     """The first ``top`` rows and how many were left out."""
     if top is None or top >= len(rows):
@@ -44,7 +48,8 @@ def summary(trace: Trace, sizes: SizeReport) -> Text:
     return text
 
 
-def readiness_table(ready: Readiness, top: Optional[int], per_gradient: bool) -> Table:
+def readiness_table(ready: Readiness, top: Optional[int], per_gradient: bool,
+                    details: Optional[dict] = None) -> Table:
     title = f"Gradient readiness during backward — {ready.method}"
     table = Table(title=title, title_justify="left")
     table.add_column("#", justify="right")
@@ -59,19 +64,28 @@ def readiness_table(ready: Readiness, top: Optional[int], per_gradient: bool) ->
     table.add_column("bwd op", justify="right")
     if per_gradient:
         table.add_column("ready by")
+    table.add_column("ready ms", justify="right")
     cumulative: Optional[int] = 0
     rows = []
     items = ready.gradients if per_gradient else ready.layers
+    details = details or {}
+    first_of_layer = {}
+    for g in ready.gradients:
+        first_of_layer.setdefault(g.layer, g.tensor_id)
     for item in items:
         cumulative = None if cumulative is None or item.nbytes is None else cumulative + item.nbytes
         if per_gradient:
-            shape = "x".join(map(str, item.shape)) if item.shape else "-"
-            rows.append([str(item.ready_index), item.name, item.layer or "-", shape,
+            info = details.get(item.tensor_id, {})
+            shape = info.get("shape") or item.shape
+            rows.append([str(item.ready_index), item.name, item.layer or "-",
+                         "x".join(map(str, shape)) if shape else "-",
                          _size(item.nbytes), _size(cumulative), str(item.backward_position),
-                         item.source])
+                         item.source, _ms(info.get("ready_ms"))])
         else:
+            info = details.get(first_of_layer.get(item.name), {})
             rows.append([str(item.ready_index), item.name, str(len(item.tensors)),
-                         _size(item.nbytes), _size(cumulative), str(item.backward_position)])
+                         _size(item.nbytes), _size(cumulative), str(item.backward_position),
+                         _ms(info.get("ready_ms"))])
     shown, hidden = truncated(rows, top)
     for row in shown:
         table.add_row(*row)
@@ -107,9 +121,12 @@ def histogram_table(sizes: SizeReport) -> Table:
 
 
 def inspect_view(trace: Trace, ready: Readiness, sizes: SizeReport, top: Optional[int] = None,
-                 per_gradient: bool = False) -> Group:
-    parts = [summary(trace, sizes), readiness_table(ready, top, per_gradient),
-             statistics_table(sizes)]
+                 per_gradient: bool = False, details: Optional[dict] = None,
+                 compute_source: Optional[str] = None) -> Group:
+    parts = [summary(trace, sizes), readiness_table(ready, top, per_gradient, details)]
+    parts.append(Text("ready ms: " + (compute_source or "unknown (pass --backward-ms MS or "
+                                                         "--op-times FILE)")))
+    parts.append(statistics_table(sizes))
     if sizes.histogram:
         parts.append(histogram_table(sizes))
     if ready.without_gradient:

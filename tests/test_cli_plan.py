@@ -1,0 +1,112 @@
+"""plan-buckets through the CLI: JSON contract, files, compare, errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from test_cli import assert_error, run
+
+from conftest import RESNET, VGG
+
+PLAN_KEYS = {"strategy", "max_bytes", "gpus", "cost_model", "buckets", "predicted"}
+BUCKET_KEYS = {"index", "tensors", "bytes", "ready_ms", "start_ms", "end_ms"}
+
+
+def plan(*args):
+    result = run("plan-buckets", *args, "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_plan_json_contract_vgg():
+    doc = plan(VGG, "--max-bytes", "32k", "--gpus", "4")
+    assert PLAN_KEYS <= set(doc) and doc["strategy"] == "size" and doc["max_bytes"] == 32768
+    assert doc["gpus"] == 4 and doc["cost_model"]["gpus"] == 4
+    names = [n for b in doc["buckets"] for n in b["tensors"]]
+    assert len(names) == len(set(names)) == 38 and names[0] == "/predictor/fc8/W"
+    for b in doc["buckets"]:
+        assert BUCKET_KEYS <= set(b)
+        assert b["ready_ms"] <= b["start_ms"] <= b["end_ms"]
+    assert [b["index"] for b in doc["buckets"]] == list(range(len(doc["buckets"])))
+    p = doc["predicted"]
+    assert {"iteration_ms", "compute_ms", "exposed_comm_ms"} <= set(p)
+    assert p["exposed_comm_ms"] == pytest.approx(p["iteration_ms"] - p["compute_ms"])
+    assert p["iteration_ms"] >= p["lower_bound_ms"]
+
+
+def test_plan_resnet_strategies():
+    for strategy in ("per-tensor", "single", "size", "ddp", "horovod", "tf-spec", "optimal"):
+        doc = plan(RESNET, "--backward-ms", "120", "--strategy", strategy, "--network", "25gbe")
+        assert sum(len(b["tensors"]) for b in doc["buckets"]) == 214, strategy
+    assert len(plan(RESNET, "--backward-ms", "120", "--strategy", "single")["buckets"]) == 1
+    assert len(plan(RESNET, "--backward-ms", "120", "--strategy", "per-tensor")["buckets"]) == 214
+
+
+def test_plan_is_deterministic():
+    args = ("plan-buckets", VGG, "--strategy", "optimal", "--json")
+    assert run(*args).stdout == run(*args).stdout
+
+
+def test_compare_orders_best_first_and_names_settings():
+    result = run("plan-buckets", RESNET, "--backward-ms", "120", "--gpus", "64", "--network",
+                 "10gbe", "--compare", "--json")
+    rows = json.loads(result.stdout)["compare"]
+    times = [r["iteration_ms"] for r in rows]
+    assert times == sorted(times) and rows[0]["strategy"] == "optimal"
+    labels = {r["label"] for r in rows}
+    assert {"ddp tuned", "horovod tuned", "tf-spec tuned", "optimal", "ddp"} <= labels
+    settings = {r["label"]: r["settings"] for r in rows}
+    assert "bucket_cap_mb" in settings["ddp tuned"]
+    assert {"HOROVOD_FUSION_THRESHOLD", "HOROVOD_CYCLE_TIME"} <= set(settings["horovod tuned"])
+    assert "all_reduce_spec" in settings["tf-spec tuned"]
+    assert "bucket_cap_mb_list" in settings["optimal"]
+    table = run("plan-buckets", RESNET, "--backward-ms", "120", "--compare")
+    assert table.exit_code == 0 and "ddp tuned" in table.stdout
+
+
+def test_out_and_chrome_trace_files(tmp_path):
+    out, chrome = tmp_path / "plan.json", tmp_path / "trace.json"
+    result = run("plan-buckets", VGG, "--strategy", "ddp", "--out", out, "--chrome-trace", chrome)
+    assert result.exit_code == 0
+    assert json.loads(out.read_text())["strategy"] == "ddp"
+    events = json.loads(chrome.read_text())["traceEvents"]
+    assert {e["tid"] for e in events if e["ph"] == "X"} == {1, 2}
+    assert all({"ts", "dur", "name"} <= set(e) for e in events if e["ph"] == "X")
+    assert_error(run("plan-buckets", VGG, "--out", out), str(out), "--force")
+    assert run("plan-buckets", VGG, "--out", out, "--force").exit_code == 0
+
+
+def test_calibration_profile_is_used(tmp_path):
+    profile = tmp_path / "cal.json"
+    profile.write_text(json.dumps({"format": "tracecli-calibration", "version": 1, "backend": "gloo",
+                                   "gpus": 2, "algorithm": "ring", "alpha_us": 30.0,
+                                   "bandwidth_gbps": 1.5, "fit": {"r2": 0.99, "mape_pct": 3.0},
+                                   "points": []}))
+    doc = plan(VGG, "--calibration", profile, "--gpus", "2")
+    assert doc["cost_model"]["alpha_us"] == 30.0 and doc["cost_model"]["bandwidth_gbps"] == 1.5
+    profile.write_text("{}")
+    assert_error(run("plan-buckets", VGG, "--calibration", profile), f"{profile}:1:", "calibrate")
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--max-bytes", "32m"], ["unknown size suffix", "KiB"]),
+    (["--max-bytes", "-5"], ["not a size"]),
+    (["--strategy", "nope"], ["per-tensor", "optimal"]),
+    (["--network", "wifi"], ["nvlink-h100", "10gbe"]),
+    (["--gpus", "0"], ["0"]),
+])
+def test_usage_errors(args, words):
+    result = run("plan-buckets", VGG, *args)
+    assert result.exit_code == 2
+    for word in words:
+        assert word in result.stderr
+
+
+def test_plan_errors_are_one_line():
+    assert_error(run("plan-buckets", RESNET), str(RESNET), "--backward-ms")
+    assert_error(run("plan-buckets", VGG, "--strategy", "tf-spec", "--spec", "pscpu:32k"),
+                 "tracecli: ", "malformed")
+    assert_error(run("plan-buckets", VGG, "--calibration", "x.json", "--network", "10gbe"),
+                 "tracecli: ", "not both")

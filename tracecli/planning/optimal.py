@@ -30,7 +30,9 @@ def optimal_partition(ready: Sequence[float], nbytes: Sequence[int], latency_ms:
                       ms_per_byte: float, cap: Optional[int] = None) -> list[tuple[int, ...]]:
     """Buckets (index tuples) of the best contiguous partition.
 
-    >>> optimal_partition([1.0, 2.0, 10.0], [100, 100, 100], latency_ms=0.5, ms_per_byte=0.01)
+    Fusing the first two saves one latency; fusing all three would wait for the last:
+
+    >>> optimal_partition([1.0, 2.0, 6.0], [100, 100, 100], latency_ms=2.0, ms_per_byte=0.01)
     [(0, 1), (2,)]
     """
     n = len(ready)

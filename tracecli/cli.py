@@ -6,6 +6,7 @@ in one place (:class:`_Group`); ``--debug`` shows the traceback instead.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 from pathlib import Path
@@ -19,7 +20,7 @@ from .analysis import readiness, size_report
 from .analysis.compute import DEVICES
 from .errors import TraceCliError
 from .parsers import FORMATS, LoadOptions, load
-from .pipeline import ComputeRequest, CostRequest, compare_trace, gradient_details, plan_trace
+from .pipeline import ComputeRequest, CostRequest, compare_trace, gradient_details, inputs, plan_trace
 from .planning import NETWORKS, STRATEGIES, StrategyOptions
 from .planning.costmodel import ALGORITHMS
 from .render import jsonout, plans, tables
@@ -102,9 +103,12 @@ compute_options = options(
                  help="Optimizer update time after the last all-reduce."),
 )
 
-cost_options = options(
-    click.option("--gpus", type=click.IntRange(min=1), default=8, show_default=True,
-                 help="Data-parallel ranks."),
+def gpus_option(default: int, help: str):
+    return click.option("--gpus", type=click.IntRange(min=1), default=default, show_default=True,
+                        help=help)
+
+
+network_options = options(
     click.option("--network", type=click.Choice(list(NETWORKS)),
                  help="Interconnect preset (default nvlink-h100)."),
     click.option("--algorithm", type=click.Choice(ALGORITHMS), default="ring", show_default=True),
@@ -115,6 +119,7 @@ cost_options = options(
                  help="Per-bucket launch overhead (us)."),
     click.option("--calibration", metavar="FILE", help="Cost model from tracecli calibrate --out."),
 )
+cost_options = options(gpus_option(8, "Data-parallel ranks."), network_options)
 
 strategy_options = options(
     click.option("--strategy", type=click.Choice(list(STRATEGIES)), default="size",
@@ -249,6 +254,158 @@ def plan_buckets(trace, fmt, sizes, do_compare, top, as_json, out, chrome_trace,
         console().print(plans.compare_view(planned.rows, plan))
     else:
         console().print(plans.plan_view(plan, top))
+
+
+@contextlib.contextmanager
+def progress_bar(enabled: bool):
+    """A rich progress bar on stderr when it is a terminal; a no-op callback otherwise."""
+    err = Console(stderr=True)
+    if not enabled or not err.is_terminal:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err, transient=True) as bar:
+        tasks: dict[str, int] = {}
+
+        def update(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=total)
+            bar.update(tasks[stage], completed=done)
+
+        yield update
+
+
+def _fault(text: Optional[str]):
+    if not text:
+        return None
+    from .replay import FAULT_MODES, Fault
+
+    rank, _, mode = text.partition(":")
+    if not rank.isdigit() or mode not in FAULT_MODES:
+        raise click.BadParameter(f"expected RANK:MODE with MODE one of {', '.join(FAULT_MODES)}",
+                                 param_hint="--inject-fault")
+    return Fault(int(rank), mode)
+
+
+def _notice(text: Optional[str]) -> None:
+    if text:
+        click.secho(f"tracecli: {text}", fg="yellow", err=True)
+
+
+launch_options = options(
+    click.option("--backend", type=click.Choice(["auto", "nccl", "gloo"]), default="auto",
+                 show_default=True, help="auto: NCCL when --gpus CUDA devices are visible, else gloo."),
+    click.option("--timeout", type=click.FloatRange(min=1), default=30.0, show_default=True,
+                 help="Collective timeout (s); a hung or dead rank stops all ranks within it."),
+    click.option("--inject-fault", hidden=True, metavar="RANK:MODE",
+                 help="Testing: make RANK raise, exit or hang."),
+)
+
+
+@cli.command()
+@click.argument("trace", required=False, metavar="[TRACE]")
+@load_options
+@strategy_options
+@gpus_option(2, "Ranks to start (ignored under torchrun, which sets the world).")
+@network_options
+@compute_options
+@launch_options
+@click.option("--plan", "plan_file", metavar="PLAN.json", help="Replay a plan file instead of planning TRACE.")
+@click.option("--iters", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option("--warmup", type=click.IntRange(min=0), default=3, show_default=True)
+@click.option("--top", type=click.IntRange(min=1), help="Show only the first N buckets.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (DESIGN 5).")
+@click.option("--out", metavar="FILE", help="Write the JSON report to FILE.")
+@click.option("--chrome-trace", metavar="FILE", help="Predicted and measured tracks side by side.")
+@click.option("--force", is_flag=True, help="Overwrite --out / --chrome-trace files.")
+def replay(trace, fmt, sizes, plan_file, iters, warmup, top, as_json, out, chrome_trace, force, **kw):
+    """Run the plan with real all-reduces on real ranks and compare with the prediction."""
+    from .replay import FixedPlan, Launch, ReplayJob, run_replay
+    from .replay.launcher import in_torchrun, resolve_backend
+
+    launch = Launch(kw["gpus"], kw["backend"], kw["timeout"], _fault(kw["inject_fault"]))
+    backend, notice = resolve_backend(launch)
+    world = int(os.environ["WORLD_SIZE"]) if in_torchrun() else launch.gpus
+    quiet = in_torchrun() and os.environ.get("RANK") != "0"
+    if not quiet:
+        _notice(notice)
+    fixed = None
+    if plan_file:
+        from .planning.planfile import load_plan_file
+
+        inp, buckets, doc = load_plan_file(plan_file)
+        fixed = FixedPlan(tuple(buckets), str(doc["strategy"]))
+    elif trace is None:
+        raise click.UsageError("pass TRACE, or --plan PLAN.json")
+    else:
+        _, _, inp = inputs(_load(trace, fmt, sizes), compute_from(kw))
+    explicit = any(kw[k] is not None for k in ("calibration", "network", "alpha_us", "bandwidth_gbps"))
+    cost = CostRequest(world, kw["network"], kw["algorithm"], kw["alpha_us"], kw["bandwidth_gbps"],
+                       kw["launch_us"], kw["calibration"]).model() if explicit else None
+    job = ReplayJob(inp, kw["strategy"], strategy_from(kw), cost,
+                    cost.source if cost else "in-place calibration", iters, warmup, fixed)
+    with progress_bar(not as_json and not quiet) as progress:
+        doc = run_replay(job, Launch(world, backend, launch.timeout_s, launch.fault), progress)
+    if doc is None:  # a torchrun rank other than 0
+        return
+    if out:
+        write_output(out, jsonout.dumps(doc), force)
+    if chrome_trace:
+        from .render.replay import replay_chrome_trace
+
+        write_output(chrome_trace, jsonout.dumps(replay_chrome_trace(doc)), force)
+    if as_json:
+        click.echo(jsonout.dumps(doc), nl=False)
+    else:
+        from .render.replay import replay_view
+
+        console().print(replay_view(doc, top))
+    if not doc["replay"]["verified"]:
+        raise TraceCliError(None, None, "reduced buffers do not hold the expected sums")
+
+
+@cli.command()
+@gpus_option(2, "Ranks to start (ignored under torchrun).")
+@launch_options
+@click.option("--min-size", type=SIZE, default="4KiB", show_default=True)
+@click.option("--max-size", type=SIZE, default="256MiB", show_default=True)
+@click.option("--points", type=click.IntRange(min=2), default=12, show_default=True,
+              help="Sizes, log-spaced between --min-size and --max-size.")
+@click.option("--warmup", type=click.IntRange(min=0), default=3, show_default=True)
+@click.option("--iters", type=click.IntRange(min=1), default=10, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the profile as JSON.")
+@click.option("--out", metavar="PROFILE.json", help="Write the profile plan-buckets reads with --calibration.")
+@click.option("--force", is_flag=True, help="Overwrite --out.")
+def calibrate(min_size, max_size, points, warmup, iters, as_json, out, force, **kw):
+    """Measure this machine's all-reduce latency and bandwidth (the cost model)."""
+    from .replay import CalibrationJob, Launch, Sweep, run_calibration
+    from .replay.launcher import in_torchrun, resolve_backend
+
+    if max_size < min_size:
+        raise click.BadParameter("must not be below --min-size", param_hint="--max-size")
+    launch = Launch(kw["gpus"], kw["backend"], kw["timeout"], _fault(kw["inject_fault"]))
+    backend, notice = resolve_backend(launch)
+    quiet = in_torchrun() and os.environ.get("RANK") != "0"
+    if not quiet:
+        _notice(notice)
+    world = int(os.environ["WORLD_SIZE"]) if in_torchrun() else launch.gpus
+    if world < 2:
+        raise click.BadParameter("calibration needs at least 2 ranks", param_hint="--gpus")
+    job = CalibrationJob(Sweep(min_size, max_size, points, warmup, iters))
+    with progress_bar(not as_json and not quiet) as progress:
+        doc = run_calibration(job, Launch(world, backend, launch.timeout_s, launch.fault), progress)
+    if doc is None:
+        return
+    if out:
+        write_output(out, jsonout.dumps(doc), force)
+    if as_json:
+        click.echo(jsonout.dumps(doc), nl=False)
+    else:
+        from .render.replay import calibration_view
+
+        console().print(calibration_view(doc))
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -19,7 +19,7 @@ from .planning.inputs import plan_input
 from .planning.plan import BucketPlan, CompareRow
 
 __all__ = ["ComputeRequest", "CostRequest", "Planned", "plan_trace", "compare_trace",
-           "prepare", "gradient_details"]
+           "prepare", "inputs", "gradient_details"]
 
 
 @dataclass(frozen=True)
@@ -61,12 +61,18 @@ class Planned:
         return [(self.trace.op(op_id).name, ms) for op_id, ms in self.profile.backward]
 
 
-def prepare(trace: Trace, compute: ComputeRequest, cost: CostModel) -> Planned:
+def inputs(trace: Trace, compute: ComputeRequest) -> tuple[Readiness, ComputeProfile, PlanInput]:
+    """Readiness, compute profile and the planner's input for ``trace``."""
     ready = readiness(trace)
     times = load_op_times(compute.op_times) if compute.op_times else None
     profile = compute_profile(trace, ready, compute.device, times, compute.backward_ms,
                               compute.forward_ms)
-    return Planned(trace, ready, profile, plan_input(trace, ready, profile, compute.update_ms), cost)
+    return ready, profile, plan_input(trace, ready, profile, compute.update_ms)
+
+
+def prepare(trace: Trace, compute: ComputeRequest, cost: CostModel) -> Planned:
+    ready, profile, inp = inputs(trace, compute)
+    return Planned(trace, ready, profile, inp, cost)
 
 
 def plan_trace(trace: Trace, strategy: str, options: StrategyOptions, compute: ComputeRequest,

@@ -1,0 +1,193 @@
+"""Emulated training steps on one rank: compute as timed waits, buckets as real all-reduces.
+
+``CpuStep`` (gloo): compute is an accurate wait that leaves the cores to gloo (sleep, then
+a spin of at most 0.1 ms); each bucket is handed to a communication thread when its
+gradients are ready, and that thread runs the all-reduces one at a time, in bucket order.
+``CudaStep`` (NCCL): compute is a calibrated spin kernel on the compute stream; each
+all-reduce is issued right after the kernels before its ready point, so NCCL's stream
+waits for them on the GPU exactly as DDP's reducer does; CUDA events time everything.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from functools import partial
+from typing import NamedTuple, Sequence
+
+import torch
+import torch.distributed as dist
+
+__all__ = ["Schedule", "StepTimes", "CpuStep", "CudaStep", "fill", "verify", "DTYPES"]
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
+          "float64": torch.float64, "half": torch.float16, "float": torch.float32,
+          "double": torch.float64}
+
+
+class Schedule(NamedTuple):
+    """When to launch each bucket (ms from step start, non-decreasing) and compute end."""
+
+    launch_ms: tuple[float, ...]
+    compute_end_ms: float
+    update_ms: float
+
+
+class StepTimes(NamedTuple):
+    iteration_ms: float
+    launch_ms: tuple[float, ...]
+    start_ms: tuple[float, ...]
+    end_ms: tuple[float, ...]
+
+
+def _starts(launch: Sequence[float], end: Sequence[float]) -> tuple[float, ...]:
+    """One channel: a bucket starts when it is launched and the previous one is done."""
+    starts, previous = [], 0.0
+    for k, at in enumerate(launch):
+        starts.append(max(at, previous))
+        previous = end[k]
+    return tuple(starts)
+
+
+def _pattern(rank: int, dtype: torch.dtype, device) -> torch.Tensor:
+    # Each rank holds ((rank + i) % 3) + 1 at position i: small integers, so every sum over
+    # up to 64 ranks is exact even in bfloat16.
+    return torch.tensor([((rank + i) % 3) + 1 for i in range(3)], dtype=dtype, device=device)
+
+
+def fill(buffers: Sequence[torch.Tensor], rank: int) -> None:
+    for buf in buffers:
+        flat = buf.view(-1)
+        m = flat.numel() // 3 * 3
+        pattern = _pattern(rank, buf.dtype, buf.device)
+        if m:
+            flat[:m].view(-1, 3).copy_(pattern.expand(m // 3, 3))
+        if flat.numel() > m:
+            flat[m:].copy_(pattern[: flat.numel() - m])
+
+
+def verify(buffers: Sequence[torch.Tensor], world: int) -> bool:
+    """Every reduced buffer holds the exact sum of the ranks' patterns."""
+    for buf in buffers:
+        expected = sum(_pattern(r, torch.float64, "cpu") for r in range(world)).to(buf.dtype).to(buf.device)
+        flat = buf.view(-1)
+        m = flat.numel() // 3 * 3
+        if m and not torch.equal(flat[:m].view(-1, 3), expected.expand(m // 3, 3)):
+            return False
+        if flat.numel() > m and not torch.equal(flat[m:], expected[: flat.numel() - m]):
+            return False
+    return True
+
+
+def _now_ms() -> float:
+    return time.perf_counter() * 1000.0
+
+
+def wait_until(deadline_ms: float) -> None:
+    """Sleep until ``deadline_ms`` (perf_counter ms), spinning only the last 0.1 ms."""
+    while True:
+        left = deadline_ms - _now_ms()
+        if left <= 0:
+            return
+        if left > 0.15:
+            time.sleep((left - 0.1) / 1000.0)
+
+
+class CpuStep:
+    """gloo on CPU. A communication thread runs the launched all-reduces one after another
+    (gloo itself would run queued collectives concurrently), like NCCL's single stream."""
+
+    def __init__(self, buffers: Sequence[torch.Tensor], group=None):
+        self.buffers = list(buffers)
+        self.group = group
+
+    def run(self, schedule: Schedule) -> StepTimes:
+        n = len(self.buffers)
+        launched = queue.Queue()
+        starts: list = [None] * n
+        ends: list = [None] * n
+        failure: list = []
+
+        def channel(t0: float) -> None:
+            try:
+                for _ in range(n):
+                    k = launched.get()
+                    starts[k] = _now_ms() - t0
+                    dist.all_reduce(self.buffers[k], group=self.group)
+                    ends[k] = _now_ms() - t0
+            except BaseException as exc:  # noqa: BLE001 - re-raised on the main thread
+                failure.append(exc)
+
+        dist.barrier(group=self.group)
+        t0 = _now_ms()
+        comm = threading.Thread(target=channel, args=(t0,), daemon=True)
+        comm.start()
+        launches = []
+        for k, at in enumerate(schedule.launch_ms):
+            wait_until(t0 + at)
+            launches.append(_now_ms() - t0)
+            launched.put(k)
+        wait_until(t0 + schedule.compute_end_ms)
+        comm.join()
+        if failure:
+            raise failure[0]
+        finished = max([schedule.compute_end_ms] + ends)
+        wait_until(t0 + finished + schedule.update_ms)
+        iteration = _now_ms() - t0
+        return StepTimes(iteration, tuple(launches), tuple(starts), tuple(ends))
+
+
+class CudaStep:
+    """NCCL on the current device; requires ``torch.cuda.is_available()``."""
+
+    def __init__(self, buffers: Sequence[torch.Tensor], device: torch.device, group=None):
+        self.buffers = list(buffers)
+        self.device = device
+        self.group = group
+        self.side = torch.cuda.Stream(device=device)
+        self.cycles_per_ms = self._calibrate_spin()
+
+    def _calibrate_spin(self) -> float:
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        cycles = 10_000_000
+        torch.cuda._sleep(cycles)  # warm up
+        start.record()
+        torch.cuda._sleep(cycles)
+        stop.record()
+        torch.cuda.synchronize(self.device)
+        return cycles / max(start.elapsed_time(stop), 1e-6)
+
+    def _spin(self, ms: float) -> None:
+        if ms > 0:
+            torch.cuda._sleep(int(ms * self.cycles_per_ms))
+
+    def run(self, schedule: Schedule) -> StepTimes:
+        event = partial(torch.cuda.Event, enable_timing=True)
+        start, compute_end, stop = event(), event(), event()
+        ready = [event() for _ in self.buffers]
+        ends = [event() for _ in self.buffers]
+        dist.barrier(group=self.group, device_ids=[self.device.index])
+        torch.cuda.synchronize(self.device)
+        start.record()
+        clock = 0.0
+        works = []
+        for k, at in enumerate(schedule.launch_ms):
+            self._spin(at - clock)
+            clock = max(clock, at)
+            ready[k].record()
+            work = dist.all_reduce(self.buffers[k], async_op=True, group=self.group)
+            with torch.cuda.stream(self.side):
+                work.wait()  # the side stream waits for this bucket; compute goes on
+                ends[k].record(self.side)
+            works.append(work)
+        self._spin(schedule.compute_end_ms - clock)
+        compute_end.record()
+        for work in works:
+            work.wait()
+        self._spin(schedule.update_ms)
+        stop.record()
+        torch.cuda.synchronize(self.device)
+        launches = tuple(start.elapsed_time(e) for e in ready)
+        end_times = tuple(start.elapsed_time(e) for e in ends)
+        return StepTimes(start.elapsed_time(stop), launches, _starts(launches, end_times), end_times)

@@ -1,0 +1,67 @@
+"""Least-squares fit of the ring all-reduce model to measured times (no torch needed).
+
+``t(n) = a + b·n`` with ``a = 2(p-1)·alpha`` and ``b = 2(p-1)/p / B``. The fit weights each
+point by ``1/t²`` so small sizes (which fix the latency) count as much as large ones
+(which fix the bandwidth); R² and the mean absolute percentage error are reported on the
+raw times, and a poor fit is reported, not hidden.
+
+>>> f = fit_ring([(1000, 0.11), (1_000_000, 1.1), (10_000_000, 10.1)], ranks=2)
+>>> round(f.alpha_us, 1), round(f.bandwidth_gbps, 3), f.r2 > 0.999
+(50.0, 1.0, True)
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Sequence
+
+from ..errors import CalibrationError
+
+__all__ = ["RingFit", "fit_ring", "POOR_FIT_R2", "POOR_FIT_MAPE"]
+
+POOR_FIT_R2 = 0.95
+POOR_FIT_MAPE = 20.0
+
+
+class RingFit(NamedTuple):
+    alpha_us: float
+    bandwidth_gbps: float
+    r2: float
+    mape_pct: float
+    latency_ms: float  # a
+    ms_per_byte: float  # b
+    predicted_ms: tuple[float, ...]
+
+    @property
+    def poor(self) -> bool:
+        return self.r2 < POOR_FIT_R2 or self.mape_pct > POOR_FIT_MAPE
+
+
+def fit_ring(points: Sequence[tuple[int, float]], ranks: int) -> RingFit:
+    """Fit ``(bytes, ms)`` points measured on ``ranks`` ranks."""
+    if ranks < 2:
+        raise CalibrationError(None, None, "calibration needs at least 2 ranks (--gpus 2)")
+    pts = [(float(n), float(t)) for n, t in points if t > 0]
+    if len({n for n, _ in pts}) < 2:
+        raise CalibrationError(None, None, "calibration needs timings at 2 or more sizes")
+    w = [1.0 / (t * t) for _, t in pts]
+    s = sum(w)
+    sx = sum(wi * n for wi, (n, _) in zip(w, pts))
+    sy = sum(wi * t for wi, (_, t) in zip(w, pts))
+    sxx = sum(wi * n * n for wi, (n, _) in zip(w, pts))
+    sxy = sum(wi * n * t for wi, (n, t) in zip(w, pts))
+    b = (s * sxy - sx * sy) / (s * sxx - sx * sx)
+    a = (sy - b * sx) / s
+    if a < 0:  # latency cannot be negative: fit the slope through the origin
+        a, b = 0.0, sxy / sxx
+    if b <= 0:
+        raise CalibrationError(None, None, "all-reduce times do not grow with size; widen the "
+                               "size range (--max-size) or add iterations (--iters)")
+    predicted = tuple(a + b * n for n, _ in pts)
+    mean = sum(t for _, t in pts) / len(pts)
+    ss_tot = sum((t - mean) ** 2 for _, t in pts)
+    ss_res = sum((t - p) ** 2 for (_, t), p in zip(pts, predicted))
+    r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else 1.0
+    mape = 100.0 * sum(abs(t - p) / t for (_, t), p in zip(pts, predicted)) / len(pts)
+    alpha_us = a / (2 * (ranks - 1)) * 1000.0
+    bandwidth = (2.0 * (ranks - 1) / ranks) / b * 1000.0 / 1e9
+    return RingFit(alpha_us, bandwidth, r2, mape, a, b, predicted)

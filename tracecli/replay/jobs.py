@@ -1,0 +1,78 @@
+"""What a replay or calibration run is asked to do: plain picklable data, no torch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ..planning.base import StrategyOptions
+from ..planning.costmodel import CostModel
+from ..planning.plan import PlanInput
+
+__all__ = ["Fault", "Launch", "Sweep", "FixedPlan", "ReplayJob", "CalibrationJob",
+           "BACKENDS", "FAULT_MODES"]
+
+BACKENDS = ("auto", "nccl", "gloo")
+FAULT_MODES = ("raise", "exit", "hang")
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A planted failure, for testing teardown: rank ``rank`` raises, exits or hangs."""
+
+    rank: int
+    mode: str
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Where and how ranks run."""
+
+    gpus: int = 2
+    backend: str = "auto"  # resolved to nccl or gloo by the launcher
+    timeout_s: float = 30.0  # collective timeout; also bounds teardown
+    fault: Optional[Fault] = None
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """All-reduce sizes to time: ``points`` log-spaced sizes in ``[min_bytes, max_bytes]``."""
+
+    min_bytes: int = 4096
+    max_bytes: int = 256 * 1024 * 1024
+    points: int = 12
+    warmup: int = 3
+    iters: int = 10
+
+    def sizes(self) -> list[int]:
+        if self.points <= 1 or self.max_bytes <= self.min_bytes:
+            return [max(self.min_bytes, 4)]
+        ratio = (self.max_bytes / self.min_bytes) ** (1.0 / (self.points - 1))
+        sizes = {int(round(self.min_bytes * ratio ** i / 4.0)) * 4 for i in range(self.points)}
+        return sorted(s for s in sizes if s > 0)
+
+
+@dataclass(frozen=True)
+class FixedPlan:
+    """A plan read from a plan file: its grouping, by gradient index."""
+
+    buckets: tuple[tuple[int, ...], ...]
+    strategy: str
+
+
+@dataclass(frozen=True)
+class ReplayJob:
+    inp: PlanInput
+    strategy: str
+    options: StrategyOptions
+    cost: Optional[CostModel]  # None: calibrate in place before the replay
+    cost_source: str
+    iters: int = 20
+    warmup: int = 3
+    fixed: Optional[FixedPlan] = None
+    sweep: Sweep = field(default_factory=lambda: Sweep(points=6, warmup=1, iters=5))
+
+
+@dataclass(frozen=True)
+class CalibrationJob:
+    sweep: Sweep

@@ -5,7 +5,7 @@ point by ``1/t²`` so small sizes (which fix the latency) count as much as large
 (which fix the bandwidth); R² and the mean absolute percentage error are reported on the
 raw times, and a poor fit is reported, not hidden.
 
->>> f = fit_ring([(1000, 0.11), (1_000_000, 1.1), (10_000_000, 10.1)], ranks=2)
+>>> f = fit_ring([(1000, 0.101), (1_000_000, 1.1), (10_000_000, 10.1)], ranks=2)
 >>> round(f.alpha_us, 1), round(f.bandwidth_gbps, 3), f.r2 > 0.999
 (50.0, 1.0, True)
 """

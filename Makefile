@@ -20,6 +20,7 @@ demo: $(BIN)/.installed
 	$(BIN)/tracecli inspect sample_traces/resnet50_horovod_tf.txt --top 12
 	$(BIN)/tracecli plan-buckets sample_traces/vgg19_chainer.txt --max-bytes 32k --top 12
 	$(BIN)/tracecli plan-buckets sample_traces/resnet50_horovod_tf.txt --backward-ms 120 --gpus 64 --network 25gbe --compare
+	$(BIN)/tracecli replay sample_traces/vgg19_chainer.txt --gpus 2 --iters 5 --warmup 1
 
 test: $(BIN)/.installed
 	$(BIN)/python -m pytest -q
@@ -27,6 +28,8 @@ test: $(BIN)/.installed
 bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/parse_scale.py
 	$(BIN)/python benchmarks/plan_scale.py
+	$(BIN)/python benchmarks/replay_accuracy.py
+	$(BIN)/python benchmarks/replay_overhead.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

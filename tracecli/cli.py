@@ -315,12 +315,15 @@ launch_options = options(
 @click.option("--plan", "plan_file", metavar="PLAN.json", help="Replay a plan file instead of planning TRACE.")
 @click.option("--iters", type=click.IntRange(min=1), default=20, show_default=True)
 @click.option("--warmup", type=click.IntRange(min=0), default=3, show_default=True)
+@click.option("--baseline", is_flag=True, help="Also time a bare all-reduce of each bucket "
+              "(the replay's own overhead).")
 @click.option("--top", type=click.IntRange(min=1), help="Show only the first N buckets.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (DESIGN 5).")
 @click.option("--out", metavar="FILE", help="Write the JSON report to FILE.")
 @click.option("--chrome-trace", metavar="FILE", help="Predicted and measured tracks side by side.")
 @click.option("--force", is_flag=True, help="Overwrite --out / --chrome-trace files.")
-def replay(trace, fmt, sizes, plan_file, iters, warmup, top, as_json, out, chrome_trace, force, **kw):
+def replay(trace, fmt, sizes, plan_file, iters, warmup, baseline, top, as_json, out, chrome_trace,
+           force, **kw):
     """Run the plan with real all-reduces on real ranks and compare with the prediction."""
     from .replay import FixedPlan, Launch, ReplayJob, run_replay
     from .replay.launcher import in_torchrun, resolve_backend
@@ -345,7 +348,8 @@ def replay(trace, fmt, sizes, plan_file, iters, warmup, top, as_json, out, chrom
     cost = CostRequest(world, kw["network"], kw["algorithm"], kw["alpha_us"], kw["bandwidth_gbps"],
                        kw["launch_us"], kw["calibration"]).model() if explicit else None
     job = ReplayJob(inp, kw["strategy"], strategy_from(kw), cost,
-                    cost.source if cost else "in-place calibration", iters, warmup, fixed)
+                    cost.source if cost else "in-place calibration", iters, warmup, fixed,
+                    baseline=baseline)
     with progress_bar(not as_json and not quiet) as progress:
         doc = run_replay(job, Launch(world, backend, launch.timeout_s, launch.fault), progress)
     if doc is None:  # a torchrun rank other than 0

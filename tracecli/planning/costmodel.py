@@ -20,7 +20,7 @@ from typing import Any, Optional
 
 from ..errors import CalibrationError, PlanError
 
-__all__ = ["CostModel", "Network", "NETWORKS", "ALGORITHMS", "resolve_cost_model",
+__all__ = ["CostModel", "Network", "NETWORKS", "ALGORITHMS", "resolve_cost_model", "replace_gpus",
            "load_calibration", "calibration_doc", "CALIBRATION_FORMAT"]
 
 ALGORITHMS = ("ring", "tree")
@@ -86,6 +86,11 @@ class CostModel:
         return {"name": self.name, "algorithm": self.algorithm, "gpus": self.gpus,
                 "alpha_us": self.alpha_us, "bandwidth_gbps": self.bandwidth_gbps,
                 "launch_us": self.launch_us, "source": self.source}
+
+
+def replace_gpus(model: CostModel, gpus: int) -> CostModel:
+    """The same interconnect figures on another number of ranks."""
+    return replace(model, gpus=gpus)
 
 
 def resolve_cost_model(

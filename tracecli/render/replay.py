@@ -32,14 +32,16 @@ def replay_view(doc: dict, top: Optional[int] = None) -> Group:
     head.append(f"compute: {doc['compute']['source']}")
     table = Table(title="Buckets: predicted vs measured (ms from step start; medians)",
                   title_justify="left")
+    bare = "bare_allreduce_ms" in (doc["buckets"][0]["measured"] if doc["buckets"] else {})
     for col in ("#", "bytes", "pred start", "meas start", "pred end", "meas end", "pred comm",
-                "meas comm"):
+                "meas comm") + (("bare all-reduce",) if bare else ()):
         table.add_column(col, justify="right")
     rows = []
     for b in doc["buckets"]:
         mb = b["measured"]
         rows.append([str(b["index"]), format_size(b["bytes"]), _ms(b["start_ms"]), _ms(mb["start_ms"]),
-                     _ms(b["end_ms"]), _ms(mb["end_ms"]), _ms(b["duration_ms"]), _ms(mb["duration_ms"])])
+                     _ms(b["end_ms"]), _ms(mb["end_ms"]), _ms(b["duration_ms"]), _ms(mb["duration_ms"])]
+                    + ([_ms(mb["bare_allreduce_ms"])] if bare else []))
     shown, hidden = truncated(rows, top)
     for row in shown:
         table.add_row(*row)

@@ -5,8 +5,15 @@ without it the commands raise :class:`~tracecli.errors.ReplayUnavailableError` w
 install command.
 """
 
-from .fit import RingFit, fit_ring
-from .jobs import BACKENDS, FAULT_MODES, CalibrationJob, Fault, FixedPlan, Launch, ReplayJob, Sweep
+import warnings
+
+# torch's CPU wheel warns on import when numpy is absent; replay never touches numpy.
+warnings.filterwarnings("ignore", message="Failed to initialize NumPy", category=UserWarning)
+
+from .fit import RingFit, fit_ring  # noqa: E402
+from .jobs import (  # noqa: E402
+    BACKENDS, FAULT_MODES, CalibrationJob, Fault, FixedPlan, Launch, ReplayJob, Sweep,
+)
 
 __all__ = ["RingFit", "fit_ring", "BACKENDS", "FAULT_MODES", "CalibrationJob", "Fault",
            "FixedPlan", "Launch", "ReplayJob", "Sweep", "run_replay", "run_calibration"]

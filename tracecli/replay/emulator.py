@@ -98,9 +98,24 @@ class CpuStep:
     """gloo on CPU. A communication thread runs the launched all-reduces one after another
     (gloo itself would run queued collectives concurrently), like NCCL's single stream."""
 
-    def __init__(self, buffers: Sequence[torch.Tensor], group=None):
+    def __init__(self, buffers: Sequence[torch.Tensor], shared_clock: bool, group=None):
         self.buffers = list(buffers)
+        self.shared_clock = shared_clock
         self.group = group
+
+    def _start(self) -> float:
+        """A common start instant. Ranks on one host share CLOCK_MONOTONIC: rank 0 names an
+        instant 5 ms ahead and every rank sleeps until it, aligning them to microseconds;
+        across hosts a barrier is the best there is (its exit skew counts as communication).
+        """
+        if not self.shared_clock:
+            dist.barrier(group=self.group)
+            return _now_ms()
+        instant = torch.tensor([_now_ms() + 5.0], dtype=torch.float64)
+        dist.broadcast(instant, src=0, group=self.group)
+        t0 = float(instant.item())
+        wait_until(t0)
+        return t0
 
     def run(self, schedule: Schedule) -> StepTimes:
         n = len(self.buffers)
@@ -119,8 +134,7 @@ class CpuStep:
             except BaseException as exc:  # noqa: BLE001 - re-raised on the main thread
                 failure.append(exc)
 
-        dist.barrier(group=self.group)
-        t0 = _now_ms()
+        t0 = self._start()
         comm = threading.Thread(target=channel, args=(t0,), daemon=True)
         comm.start()
         launches = []

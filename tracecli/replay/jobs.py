@@ -71,6 +71,7 @@ class ReplayJob:
     warmup: int = 3
     fixed: Optional[FixedPlan] = None
     sweep: Sweep = field(default_factory=lambda: Sweep(points=6, warmup=1, iters=5))
+    baseline: bool = False  # also time a bare all-reduce loop over the same buffers
 
 
 @dataclass(frozen=True)

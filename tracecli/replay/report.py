@@ -67,9 +67,15 @@ def replay_report(job: ReplayJob, payload: dict[str, Any]) -> dict[str, Any]:
         "comm_ms": sum(b["duration_ms"] for b in buckets),
         "buckets": buckets,
     }
+    baseline = payload.get("baseline_ms")
+    if baseline is not None:
+        for m, bare in zip(buckets, baseline):
+            m["bare_allreduce_ms"] = bare
+            m["overhead_pct"] = 100.0 * (m["duration_ms"] - bare) / bare if bare > 0 else None
     doc["error_pct"] = 100.0 * (median - predicted) / predicted if predicted else None
     for b, m in zip(doc["buckets"], buckets):
-        b["measured"] = {key: m[key] for key in ("ready_ms", "start_ms", "end_ms", "duration_ms")}
+        b["measured"] = {key: m[key] for key in ("ready_ms", "start_ms", "end_ms", "duration_ms",
+                                                 "bare_allreduce_ms", "overhead_pct") if key in m}
     doc["replay"] = {
         "backend": payload["backend"],
         "device": payload["device"],

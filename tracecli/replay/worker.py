@@ -140,6 +140,30 @@ def _sweep(sweep: Sweep, rank: int, world: int, device, backend: str, launch: La
     return results
 
 
+def _bare_loop(buffers, job: ReplayJob, device, backend: str) -> list[float]:
+    """Median time of a plain blocking all-reduce of each bucket's buffer (slowest rank)."""
+    result = []
+    for buf in buffers:
+        times = []
+        for it in range(job.warmup + job.iters):
+            _barrier(backend, device)
+            if backend == "nccl":
+                start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                dist.all_reduce(buf)
+                stop.record()
+                torch.cuda.synchronize(device)
+                elapsed = start.elapsed_time(stop)
+            else:
+                t = time.perf_counter()
+                dist.all_reduce(buf)
+                elapsed = (time.perf_counter() - t) * 1000.0
+            if it >= job.warmup:
+                times.append(elapsed)
+        result.append(statistics.median(_max_over_ranks(times, device, backend)))
+    return result
+
+
 def _max_over_ranks(values: list[float], device, backend: str) -> list[float]:
     t = torch.tensor(values, dtype=torch.float64, device=device)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
@@ -201,7 +225,8 @@ def _replay(job: ReplayJob, rank: int, world: int, device, backend: str, launch:
         dtype = DTYPES.get(b.dtype, torch.float32)
         size = torch.tensor([], dtype=dtype).element_size()
         buffers.append(torch.empty(max(1, math.ceil(b.nbytes / size)), dtype=dtype, device=device))
-    step = CudaStep(buffers, device) if backend == "nccl" else CpuStep(buffers)
+    same_host = os.environ.get("LOCAL_WORLD_SIZE", str(world)) == str(world)
+    step = CudaStep(buffers, device) if backend == "nccl" else CpuStep(buffers, same_host)
     iterations, verified = [], True
     total = job.warmup + job.iters
     for it in range(total):
@@ -214,10 +239,11 @@ def _replay(job: ReplayJob, rank: int, world: int, device, backend: str, launch:
             iterations.append(times._asdict())
         if progress:
             progress("replay", it + 1, total)
+    baseline = _bare_loop(buffers, job, device, backend) if job.baseline else None
     ok = _max_over_ranks([0.0 if verified else 1.0], device, backend)[0] == 0.0
     return _gather({"rank": rank, "iterations": iterations}, rank, world, lambda parts: {
         "ranks": parts, "verified": ok, "cost": cost, "calibration": calibration,
         "plan": plan, "timeline": timeline, "device": _device_name(device), "backend": backend,
-        "world": world,
+        "world": world, "baseline_ms": baseline,
         "buffers": [{"dtype": str(b.dtype).replace("torch.", ""), "elements": b.numel()} for b in buffers],
     })

@@ -12,13 +12,13 @@ proportions; forward time counts before backward.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple, Optional
 
 from ..errors import CalibrationError, PlanError
+from ..jsonfile import read_json
 from ..model import Trace
 from .readiness import Readiness
 from .shapes import op_costs
@@ -90,16 +90,7 @@ class OpTimes(NamedTuple):
 def load_op_times(path: str | Path) -> OpTimes:
     """``{"ops": {op id or name: ms}, "layers": {layer: backward ms}, "forward_ms": ms}``."""
     path = str(path)
-    try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise CalibrationError(path, None, f"cannot read timing file: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise CalibrationError(path, 1, "not UTF-8 text; a timing file is JSON") from None
-    except json.JSONDecodeError as exc:
-        raise CalibrationError(path, exc.lineno, f"invalid JSON: {exc.msg}") from None
-    except RecursionError:
-        raise CalibrationError(path, 1, "invalid JSON: nested too deeply") from None
+    doc = read_json(path, CalibrationError, "timing file")
     if not isinstance(doc, dict) or not set(doc) <= {"ops", "layers", "forward_ms"} or not doc:
         raise CalibrationError(path, 1, 'expected {"ops": {OP: ms}, "layers": {LAYER: ms}, '
                                '"forward_ms": ms} (any of the three)')

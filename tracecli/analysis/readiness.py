@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import NamedTuple, Optional
 
 from .._gc import gc_paused
-from ..model import BACKWARD_KINDS, EdgeKind, Op, OpKind, Tensor, TensorKind, Trace
+from ..model import BACKWARD_KINDS, EdgeKind, Op, OpKind, Trace
 
 __all__ = ["GradientReady", "LayerReady", "Readiness", "readiness", "backward_schedule"]
 

@@ -12,13 +12,13 @@ added to each collective.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Optional
 
 from ..errors import CalibrationError, PlanError
+from ..jsonfile import read_json
 
 __all__ = ["CostModel", "Network", "NETWORKS", "ALGORITHMS", "resolve_cost_model", "replace_gpus",
            "load_calibration", "calibration_doc", "CALIBRATION_FORMAT"]
@@ -158,16 +158,7 @@ def calibration_doc(backend: str, gpus: int, algorithm: str, alpha_us: float,
 def load_calibration(path: str | Path) -> CostModel:
     """Read a calibration profile (see :func:`calibration_doc`)."""
     path = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CalibrationError(path, None, f"cannot read calibration profile: {exc}") from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CalibrationError(path, exc.lineno, f"invalid JSON: {exc.msg}") from None
-    except RecursionError:
-        raise CalibrationError(path, 1, "invalid JSON: nested too deeply") from None
+    doc = read_json(path, CalibrationError, "calibration profile")
     if not isinstance(doc, dict) or doc.get("format") != CALIBRATION_FORMAT:
         raise CalibrationError(path, 1, f"not a calibration profile (expected \"format\": "
                                f"\"{CALIBRATION_FORMAT}\"); make one with tracecli calibrate --out")

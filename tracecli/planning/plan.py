@@ -8,10 +8,9 @@ tunes each framework's own knobs for its best plan.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Optional, Sequence
+from typing import Any, Sequence
 
 from ..errors import PlanError
-from ..units import format_size
 from .base import DDP_BUCKET_CAP, DDP_FIRST_BUCKET_BYTES, HOROVOD_THRESHOLD, Grad, StrategyOptions
 from .costmodel import CostModel
 from .strategies import STRATEGIES, ddp_limits

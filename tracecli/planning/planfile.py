@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 from ..errors import PlanError
+from ..jsonfile import read_json
 from .base import Grad
 from .plan import PlanInput
 
@@ -17,16 +17,7 @@ __all__ = ["load_plan_file"]
 def load_plan_file(path: str | Path) -> tuple[PlanInput, list[tuple[int, ...]], dict[str, Any]]:
     """``(plan input, buckets as gradient indices, the document)`` of a plan file."""
     path = str(path)
-    try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise PlanError(path, None, f"cannot read plan file: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise PlanError(path, 1, "not UTF-8 text; a plan file is JSON from plan-buckets --out") from None
-    except json.JSONDecodeError as exc:
-        raise PlanError(path, exc.lineno, f"invalid JSON: {exc.msg}") from None
-    except RecursionError:
-        raise PlanError(path, 1, "invalid JSON: nested too deeply") from None
+    doc = read_json(path, PlanError, "plan file")
 
     def bad(what: str) -> PlanError:
         return PlanError(path, 1, f"not a plan file ({what}); make one with tracecli "

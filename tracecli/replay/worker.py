@@ -107,6 +107,21 @@ def _barrier(backend: str, device: torch.device) -> None:
     dist.barrier(**({"device_ids": [device.index]} if backend == "nccl" else {}))
 
 
+def _timed_allreduce(buf: torch.Tensor, backend: str, device) -> float:
+    """ms of one blocking all-reduce started right after a barrier (CUDA events on GPU)."""
+    _barrier(backend, device)
+    if backend == "nccl":
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        dist.all_reduce(buf)
+        stop.record()
+        torch.cuda.synchronize(device)
+        return start.elapsed_time(stop)
+    t = time.perf_counter()
+    dist.all_reduce(buf)
+    return (time.perf_counter() - t) * 1000.0
+
+
 def _sweep(sweep: Sweep, rank: int, world: int, device, backend: str, launch: Launch,
            progress: Progress) -> list[dict]:
     """Time all-reduce at each size: the slowest rank's time per run, median over runs."""
@@ -118,18 +133,7 @@ def _sweep(sweep: Sweep, rank: int, world: int, device, backend: str, launch: La
         for it in range(sweep.warmup + sweep.iters):
             if it == 1 and i == 0:
                 _fault(launch, rank)
-            _barrier(backend, device)
-            if backend == "nccl":
-                start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                dist.all_reduce(buf)
-                stop.record()
-                torch.cuda.synchronize(device)
-                elapsed = start.elapsed_time(stop)
-            else:
-                t = time.perf_counter()
-                dist.all_reduce(buf)
-                elapsed = (time.perf_counter() - t) * 1000.0
+            elapsed = _timed_allreduce(buf, backend, device)
             if it >= sweep.warmup:
                 times.append(elapsed)
         slowest = _max_over_ranks(times, device, backend)
@@ -146,18 +150,7 @@ def _bare_loop(buffers, job: ReplayJob, device, backend: str) -> list[float]:
     for buf in buffers:
         times = []
         for it in range(job.warmup + job.iters):
-            _barrier(backend, device)
-            if backend == "nccl":
-                start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                dist.all_reduce(buf)
-                stop.record()
-                torch.cuda.synchronize(device)
-                elapsed = start.elapsed_time(stop)
-            else:
-                t = time.perf_counter()
-                dist.all_reduce(buf)
-                elapsed = (time.perf_counter() - t) * 1000.0
+            elapsed = _timed_allreduce(buf, backend, device)
             if it >= job.warmup:
                 times.append(elapsed)
         result.append(statistics.median(_max_over_ranks(times, device, backend)))

@@ -126,3 +126,21 @@ def test_vgg19_sample():
     assert schedule[-1].name == "Convolution2DFunction" and schedule[-1].rank == 0
     ranks = [op.rank for op in schedule]
     assert ranks == sorted(ranks, reverse=True)  # VGG is a chain
+
+
+def test_an_unused_output_does_not_start_backward(dump, tmp_path):
+    """A: x->a, B: x->b (rank 0); M: split(a)->(m1, unused) and N: b->n (rank 1);
+    Add(n, m1) (rank 2); Sum (rank 3). From the loss alone N is discovered before M, so B's
+    gradient is ready before A's. Were M a root (its second output is unused), it would be
+    discovered first and A would come before B."""
+    x = dump.tensor(64, "0")
+    wa, wb, wn = dump.tensor(16, "/a/W"), dump.tensor(16, "/b/W"), dump.tensor(16, "/n/W")
+    a, b, m1, m2, n, s, loss = (dump.tensor(32) for _ in range(7))
+    dump.forward("LinearFunction", [x, wa], [a], 0)
+    dump.forward("LinearFunction", [x, wb], [b], 0)
+    dump.forward("SplitAxis", [a], [m1, m2], 1)
+    dump.forward("LinearFunction", [b, wn], [n], 1)
+    dump.forward("Add", [n, m1], [s], 2)
+    dump.forward("Sum", [s], [loss], 3)
+    trace = load_trace(dump.write(tmp_path / "t.txt"))
+    assert names(trace) == ["/n/W", "/b/W", "/a/W"]

@@ -8,6 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tracecli import LoadOptions, TraceCliError, load_trace, readiness, size_report
+from tracecli.pipeline import ComputeRequest, inputs
+from tracecli.planning import StrategyOptions, make_plan, resolve_cost_model
 
 from conftest import RESNET, RESNET_SIZES, VGG
 
@@ -46,7 +48,14 @@ def mutations(draw, data: bytes):
 def check(path, options=None):
     try:
         trace = load_trace(path, options)
-        size_report(trace, readiness(trace))
+        ready = readiness(trace)
+        size_report(trace, ready)
+        # the rest of the pipeline: compute model, then two plans (one greedy, one exact)
+        compute = ComputeRequest(device="v100", backward_ms=None if trace.format == "chainer" else 100.0)
+        _, _, inp = inputs(trace, compute)
+        cost = resolve_cost_model(8, "ib-hdr")
+        for strategy in ("ddp", "optimal"):
+            make_plan(inp, strategy, StrategyOptions(), cost)
     except TraceCliError as exc:
         assert str(exc).startswith(str(exc.path or "")), str(exc)
         assert "\n" not in str(exc)

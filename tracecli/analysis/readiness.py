@@ -82,7 +82,12 @@ def backward_schedule(trace: Trace) -> list[Op]:
     for op in trace.ops():
         if op.kind is OpKind.BACKWARD and op.partner is not None:
             backward_of[op.partner] = op
-    roots = [f for f in forward if f.id in backward_of and not consumed.issuperset(f.outputs)]
+    # The loss's creator: no forward op reads any of its outputs. (An op with one unused
+    # output among used ones, like an ignored split_axis piece, is not where backward starts.)
+    roots = [f for f in forward if f.id in backward_of and f.outputs
+             and consumed.isdisjoint(f.outputs)]
+    if not roots:
+        roots = [f for f in forward if f.id in backward_of and not consumed.issuperset(f.outputs)]
     roots.sort(key=lambda f: (-f.rank, f.position))
     heap: list[tuple[int, int, str]] = []
     seen: set[str] = set()

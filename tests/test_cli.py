@@ -249,6 +249,21 @@ def test_debug_shows_traceback(tmp_path):
     assert result.exit_code != 0 and result.exception is not None
 
 
+def test_a_bug_is_one_line_and_debug_shows_it(monkeypatch):
+    import tracecli.cli as cli_module
+
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("boom")
+
+    monkeypatch.setattr(cli_module, "readiness", broken)
+    result = run("inspect", VGG)
+    assert result.exit_code == 1
+    assert result.stderr.strip() == ("tracecli: internal error: ZeroDivisionError: boom; rerun "
+                                     "with --debug for the traceback and please report it")
+    result = run("--debug", "inspect", VGG)
+    assert isinstance(result.exception, ZeroDivisionError)
+
+
 def test_python_dash_m(tmp_path):
     import subprocess
     import sys

@@ -30,14 +30,30 @@ __all__ = ["cli"]
 
 
 class _Group(click.Group):
+    """Turns errors into one line: the user's (exit 2), interrupts (130), our bugs (1)."""
+
     def invoke(self, ctx: click.Context):
+        def debug() -> bool:  # set by the group's callback, before any subcommand runs
+            return bool(ctx.obj and ctx.obj.get("debug"))
+
         try:
             return super().invoke(ctx)
         except TraceCliError as exc:
-            if ctx.obj and ctx.obj.get("debug"):
+            if debug():
                 raise
             click.secho(f"tracecli: {exc}" if not exc.path else str(exc), fg="red", err=True)
             ctx.exit(2)
+        except KeyboardInterrupt:
+            click.secho("tracecli: interrupted", fg="red", err=True)
+            ctx.exit(130)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except Exception as exc:  # noqa: BLE001 - a bug: one line, traceback with --debug
+            if debug():
+                raise
+            click.secho(f"tracecli: internal error: {type(exc).__name__}: {exc}; rerun with "
+                        "--debug for the traceback and please report it", fg="red", err=True)
+            ctx.exit(1)
 
 
 def console() -> Console:

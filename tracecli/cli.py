@@ -345,11 +345,8 @@ def replay(trace, fmt, sizes, plan_file, iters, warmup, baseline, top, as_json, 
     from .replay.launcher import in_torchrun, resolve_backend
 
     launch = Launch(kw["gpus"], kw["backend"], kw["timeout"], _fault(kw["inject_fault"]))
-    backend, notice = resolve_backend(launch)
     world = int(os.environ["WORLD_SIZE"]) if in_torchrun() else launch.gpus
     quiet = in_torchrun() and os.environ.get("RANK") != "0"
-    if not quiet:
-        _notice(notice)
     fixed = None
     if plan_file:
         from .planning.planfile import load_plan_file
@@ -366,6 +363,9 @@ def replay(trace, fmt, sizes, plan_file, iters, warmup, baseline, top, as_json, 
     job = ReplayJob(inp, kw["strategy"], strategy_from(kw), cost,
                     cost.source if cost else "in-place calibration", iters, warmup, fixed,
                     baseline=baseline)
+    backend, notice = resolve_backend(launch)
+    if not quiet:
+        _notice(notice)
     with progress_bar(not as_json and not quiet) as progress:
         doc = run_replay(job, Launch(world, backend, launch.timeout_s, launch.fault), progress)
     if doc is None:  # a torchrun rank other than 0
@@ -406,13 +406,13 @@ def calibrate(min_size, max_size, points, warmup, iters, as_json, out, force, **
     if max_size < min_size:
         raise click.BadParameter("must not be below --min-size", param_hint="--max-size")
     launch = Launch(kw["gpus"], kw["backend"], kw["timeout"], _fault(kw["inject_fault"]))
-    backend, notice = resolve_backend(launch)
     quiet = in_torchrun() and os.environ.get("RANK") != "0"
-    if not quiet:
-        _notice(notice)
     world = int(os.environ["WORLD_SIZE"]) if in_torchrun() else launch.gpus
     if world < 2:
         raise click.BadParameter("calibration needs at least 2 ranks", param_hint="--gpus")
+    backend, notice = resolve_backend(launch)
+    if not quiet:
+        _notice(notice)
     job = CalibrationJob(Sweep(min_size, max_size, points, warmup, iters))
     with progress_bar(not as_json and not quiet) as progress:
         doc = run_calibration(job, Launch(world, backend, launch.timeout_s, launch.fault), progress)

@@ -1,0 +1,158 @@
+"""Replay pieces without ranks: the fit, the sweep, buffer patterns, the report."""
+
+from __future__ import annotations
+
+import pytest
+
+from tracecli.errors import CalibrationError
+from tracecli.planning import StrategyOptions, make_plan, resolve_cost_model
+from tracecli.planning.base import Grad
+from tracecli.planning.plan import PlanInput
+from tracecli.replay.fit import fit_ring
+from tracecli.replay.jobs import ReplayJob, Sweep
+from tracecli.replay.report import calibration_report, percentile, replay_report
+
+
+def test_fit_recovers_alpha_and_bandwidth():
+    # 4 ranks, alpha 20 us, B 5 GB/s: t = 6 * 0.02 + 1.5 * n / 5e6 ms
+    points = [(n, 6 * 0.02 + 1.5 * n / 5e6) for n in (4096, 65536, 1 << 20, 16 << 20, 256 << 20)]
+    fit = fit_ring(points, ranks=4)
+    assert fit.alpha_us == pytest.approx(20.0) and fit.bandwidth_gbps == pytest.approx(5.0)
+    assert fit.r2 == pytest.approx(1.0) and fit.mape_pct == pytest.approx(0.0, abs=1e-9)
+    assert not fit.poor
+
+
+def test_fit_reports_a_poor_fit():
+    # a step in the middle that no straight line explains (gloo changes algorithm)
+    points = [(4096, 0.4), (65536, 0.4), (600_000, 3.5), (3_000_000, 4.2), (16_000_000, 15.5)]
+    assert fit_ring(points, ranks=2).poor
+
+
+@pytest.mark.parametrize("points,ranks,words", [
+    ([(1, 1.0), (2, 2.0)], 1, "2 ranks"),
+    ([(1024, 1.0), (1024, 1.1)], 2, "2 or more sizes"),
+    ([(1024, 2.0), (1 << 20, 1.0)], 2, "do not grow"),
+])
+def test_fit_errors(points, ranks, words):
+    with pytest.raises(CalibrationError, match=words):
+        fit_ring(points, ranks)
+
+
+def test_sweep_sizes_are_log_spaced_and_aligned():
+    sizes = Sweep(min_bytes=4096, max_bytes=256 << 20, points=12).sizes()
+    assert sizes[0] == 4096 and sizes[-1] == 256 << 20 and len(sizes) == 12
+    assert all(s % 4 == 0 for s in sizes) and sizes == sorted(set(sizes))
+    assert Sweep(min_bytes=4096, max_bytes=4096, points=5).sizes() == [4096]
+
+
+def test_percentile():
+    assert percentile([5.0], 90) == 5.0
+    assert percentile([1.0, 2.0, 3.0, 4.0, 5.0], 50) == 3.0
+
+
+torch = pytest.importorskip("torch", reason="buffer patterns need torch")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
+@pytest.mark.parametrize("world", [1, 2, 3, 8, 64])
+def test_patterns_sum_exactly_and_corruption_is_caught(dtype, world):
+    from tracecli.replay.emulator import DTYPES, fill, verify
+
+    def buffers():
+        return [torch.empty(n, dtype=DTYPES[dtype]) for n in (1, 2, 7, 1000)]
+
+    total = buffers()
+    for b in total:
+        b.zero_()
+    for rank in range(world):
+        mine = buffers()
+        fill(mine, rank)
+        for t, m in zip(total, mine):
+            t += m
+    assert verify(total, world)
+    total[2][5] += 1
+    assert not verify(total, world)
+
+
+def synthetic_job():
+    grads = tuple(Grad(f"g{i}", 1 << 20, "float32", 1 << 18, 10.0 + i, i) for i in range(4))
+    inp = PlanInput(grads, 5.0, 20.0)
+    return ReplayJob(inp, "per-tensor", StrategyOptions(), resolve_cost_model(2, "10gbe"), "10gbe", 3, 1)
+
+
+def test_replay_report_takes_the_slowest_rank_and_medians():
+    job = synthetic_job()
+    plan = make_plan(job.inp, job.strategy, job.options, job.cost)
+
+    def iteration(total, shift):
+        launch = [10.0, 11.0, 12.0, 13.0]
+        start = [x + shift for x in launch]
+        return {"iteration_ms": total, "launch_ms": launch, "start_ms": start,
+                "end_ms": [s + 1.0 for s in start]}
+
+    ranks = [{"rank": 0, "iterations": [iteration(30.0, 0.0), iteration(32.0, 0.0), iteration(40.0, 0.0)]},
+             {"rank": 1, "iterations": [iteration(31.0, 0.5), iteration(31.0, 0.5), iteration(39.0, 0.5)]}]
+    payload = {"ranks": ranks, "verified": True, "cost": job.cost, "calibration": None, "plan": plan,
+               "timeline": plan.timeline, "device": "cpu", "backend": "gloo", "world": 2,
+               "buffers": [], "baseline_ms": [0.5, 0.5, 0.5, 0.5]}
+    doc = replay_report(job, payload)
+    assert doc["measured"]["iterations_ms"] == [31.0, 32.0, 40.0]  # slowest rank each time
+    assert doc["measured"]["iteration_ms"] == 32.0
+    first = doc["measured"]["buckets"][0]
+    assert first["start_ms"] == 10.5 and first["end_ms"] == 11.5 and first["duration_ms"] == 1.0
+    assert first["overhead_pct"] == pytest.approx(100.0)
+    predicted = doc["predicted"]["iteration_ms"]
+    assert doc["error_pct"] == pytest.approx(100 * (32.0 - predicted) / predicted)
+    assert doc["buckets"][0]["measured"]["bare_allreduce_ms"] == 0.5
+
+
+def test_calibration_report_is_a_profile_plan_buckets_reads(tmp_path):
+    import json
+
+    from tracecli.planning import load_calibration
+
+    points = [{"bytes": n, "median_ms": 0.1 + n / 1e6, "times_ms": [0.1 + n / 1e6]}
+              for n in (4096, 1 << 20, 16 << 20)]
+    doc = calibration_report({"points": points, "world": 2, "backend": "gloo", "device": "cpu"})
+    assert [p["predicted_ms"] for p in doc["points"]] == pytest.approx([p["median_ms"] for p in points])
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(doc))
+    model = load_calibration(path)
+    assert model.alpha_us == pytest.approx(50.0) and model.bandwidth_gbps == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("visible,nccl,gpus,backend,expected", [
+    (8, True, 4, "auto", ("nccl", None)),
+    (2, True, 4, "auto", "gloo"),
+    (8, False, 4, "auto", "gloo"),
+    (0, True, 2, "gloo", ("gloo", None)),
+    (2, True, 2, "nccl", ("nccl", None)),
+])
+def test_backend_choice(monkeypatch, visible, nccl, gpus, backend, expected):
+    import torch.distributed as dist
+
+    from tracecli.replay.jobs import Launch
+    from tracecli.replay.launcher import resolve_backend
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: visible > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: visible)
+    monkeypatch.setattr(dist, "is_nccl_available", lambda: nccl)
+    got = resolve_backend(Launch(gpus, backend))
+    if expected == "gloo":
+        assert got[0] == "gloo" and "running gloo on CPU" in got[1]
+    else:
+        assert got == expected
+
+
+def test_forced_nccl_with_too_few_gpus(monkeypatch):
+    import torch.distributed as dist
+
+    from tracecli.errors import ReplayUnavailableError
+    from tracecli.replay.jobs import Launch
+    from tracecli.replay.launcher import resolve_backend
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(dist, "is_nccl_available", lambda: True)
+    with pytest.raises(ReplayUnavailableError, match="needs 4 CUDA devices on this node, 2 visible"):
+        resolve_backend(Launch(4, "nccl"))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -122,6 +123,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", type=int, default=100_000)
     parser.add_argument("--lines", type=int, default=500_000)
+    parser.add_argument("--repeat", type=int, default=3, help="runs per case (best reported)")
     parser.add_argument("--measure", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.measure:
@@ -131,18 +133,25 @@ def main() -> None:
         cases = [("chainer", Path(tmp) / "big_chainer.txt", chainer_dump, args.ops),
                  ("tf-schedule", Path(tmp) / "big_ops.txt", op_list, args.lines)]
         print(f"{'case':<12} {'ops':>9} {'grads':>7} {'load s':>7} {'analysis s':>10} "
-              f"{'total s':>8} {'peak MB':>8} {'+graph s':>8} {'+graph MB':>9}  target <5 s, <1536 MB")
+              f"{'total s':>8} {'median s':>8} {'peak MB':>8} {'+graph s':>8} {'+graph MB':>9}"
+              "  target <5 s, <1536 MB")
         for name, path, make, n in cases:
             make(path, n)
-            out = subprocess.run([sys.executable, __file__, "--measure", str(path)],
-                                 capture_output=True, text=True, check=True)
-            r = json.loads(out.stdout)
+            runs = []
+            for _ in range(args.repeat):  # fresh processes: shared machines are noisy
+                out = subprocess.run([sys.executable, __file__, "--measure", str(path)],
+                                     capture_output=True, text=True, check=True)
+                runs.append(json.loads(out.stdout))
+            r = min(runs, key=lambda x: x["total_s"])
+            median = statistics.median(x["total_s"] for x in runs)
             ok = "ok" if r["total_s"] < 5 and r["peak_rss_mb"] < 1536 else "MISSED"
             print(f"{name:<12} {r['ops']:>9,} {r['gradients']:>7,} {r['load_s']:>7.2f} "
-                  f"{r['analysis_s']:>10.2f} {r['total_s']:>8.2f} {r['peak_rss_mb']:>8.0f} "
-                  f"{r['graph_s']:>8.2f} {r['peak_rss_mb_with_graph']:>9.0f}  {ok}")
-        print("load + readiness + sizes is what inspect and planning pay; +graph is the one-off\n"
-              "networkx DiGraph built on first use of trace.graph (export, user code).")
+                  f"{r['analysis_s']:>10.2f} {r['total_s']:>8.2f} {median:>8.2f} "
+                  f"{r['peak_rss_mb']:>8.0f} {r['graph_s']:>8.2f} "
+                  f"{r['peak_rss_mb_with_graph']:>9.0f}  {ok}")
+        print(f"best of {args.repeat} runs (median beside it). load + readiness + sizes is what "
+              "inspect and planning pay;\n+graph is the one-off networkx DiGraph built on first "
+              "use of trace.graph (export, user code).")
 
 
 if __name__ == "__main__":

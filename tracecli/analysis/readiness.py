@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from dataclasses import dataclass
 from typing import NamedTuple, Optional
@@ -153,15 +154,9 @@ def _chainer_rows(trace: Trace, schedule: list[Op]):
 
 def _op_list_rows(trace: Trace):
     ops = trace.ops()
-    backward = BACKWARD_KINDS
-    before = [0] * (len(ops) + 1)  # backward ops at or before each position
-    last_of_layer: dict[str, Op] = {}
-    for op in ops:
-        is_backward = op.kind in backward
-        before[op.position + 1] = before[op.position] + is_backward
-        if is_backward and op.layer is not None:
-            last_of_layer[op.layer] = op
-    end = ops[-1].position if ops else 0
+    backward = [op for op in ops if op.kind in BACKWARD_KINDS]
+    backward_positions = [op.position for op in backward]  # sorted: file order
+    last_of_layer = {op.layer: op for op in backward if op.layer is not None}
     rows, missing = [], []
     for tensor in trace.parameters():
         handoff = trace.linked(tensor.id, EdgeKind.HANDOFF)
@@ -175,8 +170,8 @@ def _op_list_rows(trace: Trace):
         else:
             missing.append(tensor.name)
             continue
-        position = op.position if op else end
-        rows.append(((position, tensor.index), before[position + 1], tensor, source, op))
+        ran = bisect.bisect_right(backward_positions, op.position)  # backward ops run by then
+        rows.append(((op.position, tensor.index), ran, tensor, source, op))
     return rows, missing
 
 

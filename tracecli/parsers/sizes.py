@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import NamedTuple, Optional
 
@@ -127,10 +128,11 @@ def _variable(path: str, line: int, index: int, entry) -> Variable:
     return Variable(index, name, tuple(shape), dtype, nbytes, line)
 
 
+_WHITESPACE = re.compile(r"[ \t\r\n]*")
+
+
 def _skip(text: str, pos: int) -> int:
-    while pos < len(text) and text[pos] in " \t\r\n":
-        pos += 1
-    return pos
+    return _WHITESPACE.match(text, pos).end()
 
 
 def _line(text: str, pos: int) -> int:

@@ -204,27 +204,14 @@ def parse(
     variables: Optional[list[Variable]] = None,
     sizes_path: Optional[str] = None,
 ) -> Trace:
-    names: list[tuple[int, str]] = []
-    for number, raw in enumerate(lines, 1):
-        name = raw.strip()
-        if not name:
-            continue
-        if not _NAME_RE.match(name):
-            raise TraceFormatError(
-                path, number, f"not a TensorFlow node name: {name[:60]!r}; an op list has "
-                "one executed node name a line",
-            )
-        names.append((number, name))
-    if not names:
-        raise TraceFormatError(path, 1, "file is empty; expected one TensorFlow node name a line")
-
-    kinds = [_classify(name) for _, name in names]
-    backward = frozenset({OpKind.BACKWARD, OpKind.GRADIENT})
-    model = _model_scope(name for (_, name), (kind, _, _) in zip(names, kinds) if kind in backward)
+    names = _valid_names(path, lines)
+    model = _model_scope(names)
     layers = _Layers(model, {v.layer for v in variables or ()})
     ops = []
+    append = ops.append
     other, forward = OpKind.OTHER, OpKind.FORWARD
-    for position, ((number, name), (kind, index, scope)) in enumerate(zip(names, kinds)):
+    for position, (number, name) in enumerate(names):
+        kind, index, scope = _classify(name)
         layer = None
         if scope:
             layer = layers.of(scope)
@@ -233,8 +220,8 @@ def parse(
             found = layers.of(comps)
             if comps[0] == model or found in layers.known:
                 kind, layer = forward, found
-        ops.append(Op(f"op{position}", kind, name, number, position, layer, None, None,
-                      (), (), (), None, index))
+        append(Op(f"op{position}", kind, name, number, position, layer, None, None,
+                  (), (), (), None, index))
 
     indices = sorted({op.index for op in ops if op.index is not None and op.kind in (
         OpKind.ALLREDUCE_INPUT, OpKind.ALLREDUCE, OpKind.ALLREDUCE_OUTPUT)})
@@ -250,15 +237,43 @@ def parse(
     return Trace.build(path, FORMAT, ops, tensors, links, meta)
 
 
-def _model_scope(backward_names) -> Optional[str]:
-    """The scope right under ``gradient_tape/`` that most backward ops share."""
-    firsts = Counter()
+_ALL_NAMES_RE = re.compile(r"(?:[A-Za-z0-9_.][A-Za-z0-9_.\-/>:]*\n)*[A-Za-z0-9_.][A-Za-z0-9_.\-/>:]*")
+
+
+def _valid_names(path: str, lines: list[str]) -> list[tuple[int, str]]:
+    """(line number, node name) of the non-blank lines; the first bad line is an error.
+
+    One regular expression checks all names at once; only a failure walks line by line.
+    """
+    names = [(number, name) for number, name in enumerate((l.strip() for l in lines), 1) if name]
+    if not names:
+        raise TraceFormatError(path, 1, "file is empty; expected one TensorFlow node name a line")
+    if not _ALL_NAMES_RE.fullmatch("\n".join(name for _, name in names)):
+        for number, name in names:
+            if not _NAME_RE.match(name):
+                raise TraceFormatError(
+                    path, number, f"not a TensorFlow node name: {name[:60]!r}; an op list has "
+                    "one executed node name a line",
+                )
+    return names
+
+
+def _model_scope(names: list[tuple[int, str]], sample: int = 20_000) -> Optional[str]:
+    """The scope right under ``gradient_tape/`` that most backward ops share (judged on the
+    first ``sample`` backward ops)."""
+    firsts: Counter = Counter()
     total = 0
-    for name in backward_names:
+    for _, name in names:
+        if "gradient" not in name:
+            continue
         comps = _backward_scope(name)
-        if comps and len(comps) >= 3:
+        if comps is None:
+            continue
+        if len(comps) >= 3:
             firsts[comps[0]] += 1
         total += 1
+        if total >= sample:
+            break
     if not firsts:
         return None
     scope, count = firsts.most_common(1)[0]
@@ -285,19 +300,23 @@ def _link(ops: list[Op], tensors: list[Tensor]) -> tuple[list[Op], list[Link]]:
     for op in ops:
         if op.index is not None:
             first.setdefault((op.kind, op.index), op)
-    handoff_kinds = (OpKind.ALLREDUCE_INPUT, OpKind.ALLREDUCE)
+    get = first.get
+    handoff, allreduce, output_kind, update_kind = (
+        OpKind.ALLREDUCE_INPUT, OpKind.ALLREDUCE, OpKind.ALLREDUCE_OUTPUT, OpKind.UPDATE)
     for tensor in tensors:
         n = tensor.index
-        handed = [op for op in (first.get((k, n)) for k in handoff_kinds) if op is not None]
+        handed, collective = get((handoff, n)), get((allreduce, n))
+        if handed is None or (collective is not None and collective.position < handed.position):
+            handed = collective
         previous = tensor.id
-        if handed:
-            previous = min(handed, key=lambda op: op.position).id
-            links.append(Link(tensor.id, previous, EdgeKind.HANDOFF))
-        output = first.get((OpKind.ALLREDUCE_OUTPUT, n))
+        if handed is not None:
+            links.append(Link(tensor.id, handed.id, EdgeKind.HANDOFF))
+            previous = handed.id
+        output = get((output_kind, n))
         if output is not None:
             links.append(Link(previous, output.id, EdgeKind.ALLREDUCE))
             previous = output.id
-        update = first.get((OpKind.UPDATE, n))
+        update = get((update_kind, n))
         if update is not None:
             links.append(Link(previous, update.id, EdgeKind.UPDATE))
 

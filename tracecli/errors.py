@@ -7,6 +7,8 @@ The library raises these and never prints; the CLI turns every
 "trace.txt:3: expected 'forward' or 'backward'"
 >>> str(PlanError(None, None, "no gradients to plan"))
 'no gradients to plan'
+>>> print(ReplayError(None, None, "rank 1 failed: line one\\nline two"))
+rank 1 failed: line one\\nline two
 """
 
 from __future__ import annotations
@@ -35,10 +37,12 @@ class TraceCliError(Exception):
         self.message = message
 
     def __str__(self) -> str:
+        """``path:line: message`` on one line (newlines in any part are escaped)."""
         where = self.path or ""
         if where and self.line is not None:
             where = f"{where}:{self.line}"
-        return f"{where}: {self.message}" if where else self.message
+        text = f"{where}: {self.message}" if where else self.message
+        return text.replace("\r", "\\r").replace("\n", "\\n")
 
 
 class TraceFormatError(TraceCliError):

@@ -1,4 +1,4 @@
-"""Errors a user can cause, each rendered as one ``path:line: message`` line.
+r"""Errors a user can cause, each rendered as one ``path:line: message`` line.
 
 The library raises these and never prints; the CLI turns every
 :class:`TraceCliError` into one line on stderr and exit status 2.
@@ -7,8 +7,8 @@ The library raises these and never prints; the CLI turns every
 "trace.txt:3: expected 'forward' or 'backward'"
 >>> str(PlanError(None, None, "no gradients to plan"))
 'no gradients to plan'
->>> print(ReplayError(None, None, "rank 1 failed: line one\\nline two"))
-rank 1 failed: line one\\nline two
+>>> print(ReplayError(None, None, "rank 1 failed: line one\nline two"))
+rank 1 failed: line one\nline two
 """
 
 from __future__ import annotations

@@ -341,7 +341,7 @@ launch_options = options(
 def replay(trace, fmt, sizes, plan_file, iters, warmup, baseline, top, as_json, out, chrome_trace,
            force, **kw):
     """Run the plan with real all-reduces on real ranks and compare with the prediction."""
-    from .replay import FixedPlan, Launch, ReplayJob, run_replay
+    from .replay import FixedPlan, Launch, ReplayJob, Sweep, run_replay
     from .replay.launcher import in_torchrun, resolve_backend
 
     launch = Launch(kw["gpus"], kw["backend"], kw["timeout"], _fault(kw["inject_fault"]))
@@ -362,7 +362,7 @@ def replay(trace, fmt, sizes, plan_file, iters, warmup, baseline, top, as_json, 
                        kw["launch_us"], kw["calibration"]).model() if explicit else None
     job = ReplayJob(inp, kw["strategy"], strategy_from(kw), cost,
                     cost.source if cost else "in-place calibration", iters, warmup, fixed,
-                    baseline=baseline)
+                    sweep=Sweep.covering(sum(g.nbytes for g in inp.grads)), baseline=baseline)
     backend, notice = resolve_backend(launch)
     if not quiet:
         _notice(notice)

@@ -44,6 +44,17 @@ class Sweep:
     warmup: int = 3
     iters: int = 10
 
+    @classmethod
+    def covering(cls, total_bytes: int, points: int = 6, warmup: int = 1, iters: int = 5) -> "Sweep":
+        """A short sweep from 4 KiB up to everything in one bucket (capped at 1 GiB): the
+        range any plan of these gradients can use, so the fit interpolates.
+
+        >>> Sweep.covering(574_668_960).max_bytes
+        574668960
+        """
+        top = max(64 * 1024, min(int(total_bytes), 1 << 30))
+        return cls(4096, top, points, warmup, iters)
+
     def sizes(self) -> list[int]:
         if self.points <= 1 or self.max_bytes <= self.min_bytes:
             return [max(self.min_bytes, 4)]

@@ -86,8 +86,8 @@ def test_op_times_file(vgg, tmp_path):
     assert profile.forward_ms == 50 and "timing file" in profile.source
 
 
-@pytest.mark.parametrize("text,line", [("{", 1), ('{"ops": {"a": -1}}', 1), ('{"nope": 1}', 1),
-                                       ('{"ops": []}', 1), ("[1]", 1)])
+@pytest.mark.parametrize("text,line", [("{", 1), ('{"ops": {"a": -1}}', 1), ('{"x": "slow"}', 1),
+                                       ('{"ops": {}, "nope": 1}', 1), ("[1]", 1), ("{}", 1)])
 def test_bad_op_times(tmp_path, text, line):
     path = tmp_path / "t.json"
     path.write_text(text)
@@ -112,3 +112,27 @@ def test_small_fixture_shapes():
     shapes = infer_shapes(trace).shapes
     # /l1/W has 4096 bytes and /l1/b 16 outputs: W is (out, in) = (16, 64)
     assert shapes["t2"] == (16, 64) and shapes["t3"] == (16,)
+
+
+def test_flat_op_times_name_ops_and_layers(vgg, tmp_path):
+    trace, ready = vgg
+    first_bwd = ready.backward_ops[0]
+    path = tmp_path / "flat.json"
+    path.write_text(json.dumps({first_bwd: 1.25, "/predictor/conv1_1": 3.0, "forward_ms": 20}))
+    profile = compute_profile(trace, ready, "v100", load_op_times(path))
+    times = dict(profile.backward)
+    assert times[first_bwd] == 1.25 and profile.forward_ms == 20
+    conv11 = [o for o in ready.backward_ops if trace.op(o).layer == "/predictor/conv1_1"]
+    assert sum(times[o] for o in conv11) == pytest.approx(3.0)
+
+
+@pytest.mark.parametrize("doc,words", [({"/predictor/nope": 1.0}, "no op or layer"),
+                                       ({"ops": {"op9999": 1.0}}, "does not have"),
+                                       ({"layers": {"/x": 1.0}}, "does not have")])
+def test_op_times_naming_nothing_in_the_trace(vgg, tmp_path, doc, words):
+    trace, ready = vgg
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(CalibrationError, match=words) as err:
+        compute_profile(trace, ready, "v100", load_op_times(path))
+    assert str(err.value).startswith(f"{path}:1:")

@@ -24,6 +24,7 @@ __all__ = [
     "CalibrationError",
     "ReplayUnavailableError",
     "ReplayError",
+    "excerpt",
 ]
 
 
@@ -71,3 +72,12 @@ class ReplayUnavailableError(TraceCliError):
 
 class ReplayError(TraceCliError):
     """A replay or calibration run failed on one of its ranks."""
+
+
+def excerpt(text: str, limit: int = 60) -> str:
+    """A quoted excerpt of input for a message (long garbage lines stay short).
+
+    >>> excerpt("x" * 100)
+    "'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...'"
+    """
+    return repr(text if len(text) <= limit else text[:limit] + "...")

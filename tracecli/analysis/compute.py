@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple, Optional
 
-from ..errors import CalibrationError, PlanError
+from ..errors import CalibrationError, PlanError, excerpt
 from ..jsonfile import read_json
 from ..model import Trace
 from .readiness import Readiness
@@ -79,36 +79,81 @@ class ComputeProfile(NamedTuple):
 
 
 class OpTimes(NamedTuple):
-    """A timing file: ms per op (id or name) and per layer (its backward), and forward."""
+    """A timing file: ms per op (id or name) and per layer (its backward), and forward.
+
+    ``names`` holds the keys of the flat form, resolved against a trace's ops and layers
+    when the profile is made.
+    """
 
     ops: dict[str, float]
     layers: dict[str, float]
     forward_ms: Optional[float]
     path: str
+    names: dict[str, float] = {}
 
 
 def load_op_times(path: str | Path) -> OpTimes:
-    """``{"ops": {op id or name: ms}, "layers": {layer: backward ms}, "forward_ms": ms}``."""
+    """A timing file, in either form:
+
+    - flat: ``{OP_OR_LAYER: ms, ..., "forward_ms": ms}``; a key names an op (its id such as
+      ``op12``, or its name) or a layer (the layer's whole backward time);
+    - structured: ``{"ops": {OP: ms}, "layers": {LAYER: ms}, "forward_ms": ms}``.
+    """
     path = str(path)
     doc = read_json(path, CalibrationError, "timing file")
-    if not isinstance(doc, dict) or not set(doc) <= {"ops", "layers", "forward_ms"} or not doc:
-        raise CalibrationError(path, 1, 'expected {"ops": {OP: ms}, "layers": {LAYER: ms}, '
-                               '"forward_ms": ms} (any of the three)')
+    if not isinstance(doc, dict) or not doc:
+        raise CalibrationError(path, 1, 'expected a JSON object of op or layer -> ms, e.g. '
+                               '{"op12": 0.8, "/predictor/fc6": 2.5, "forward_ms": 40}')
 
     def ms(value, what) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
             raise CalibrationError(path, 1, f"{what} must be a non-negative number of ms")
         return float(value)
 
+    forward = doc.get("forward_ms")
+    forward = None if forward is None else ms(forward, "forward_ms")
+    structured = any(isinstance(doc.get(k), dict) for k in ("ops", "layers"))
+    if not structured:
+        names = {str(k): ms(v, repr(k)) for k, v in doc.items() if k != "forward_ms"}
+        return OpTimes({}, {}, forward, path, names)
+    if not set(doc) <= {"ops", "layers", "forward_ms"}:
+        raise CalibrationError(path, 1, 'a structured timing file has only "ops", "layers" '
+                               'and "forward_ms"')
     tables = {}
     for key in ("ops", "layers"):
         table = doc.get(key, {})
         if not isinstance(table, dict):
             raise CalibrationError(path, 1, f'"{key}" must map names to ms')
         tables[key] = {str(k): ms(v, f"{key}[{k!r}]") for k, v in table.items()}
-    forward = doc.get("forward_ms")
-    return OpTimes(tables["ops"], tables["layers"],
-                   None if forward is None else ms(forward, "forward_ms"), path)
+    return OpTimes(tables["ops"], tables["layers"], forward, path)
+
+
+def _resolve(times: OpTimes, trace: Trace, order: list[str]) -> tuple[dict[str, float], dict[str, float]]:
+    """(op id -> ms, layer -> ms) of a timing file against ``trace``; unknown keys are errors."""
+    by_key: dict[str, str] = {}
+    for op in trace.ops():
+        by_key.setdefault(op.id, op.id)
+        by_key.setdefault(op.name, op.id)
+    layers = {trace.op(op_id).layer for op_id in order} - {None}
+    ops_ms, layers_ms = {}, dict(times.layers)
+    for key, value in times.ops.items():
+        if key not in by_key:
+            raise CalibrationError(times.path, 1, f"names op {excerpt(key)}, which {trace.path} "
+                                   "does not have")
+        ops_ms[by_key[key]] = value
+    for key, value in times.names.items():
+        if key in by_key:
+            ops_ms[by_key[key]] = value
+        elif key in layers:
+            layers_ms[key] = value
+        else:
+            raise CalibrationError(times.path, 1, f"names {excerpt(key)}, which is no op or layer "
+                                   f"of {trace.path}")
+    unknown = set(layers_ms) - layers
+    if unknown:
+        raise CalibrationError(times.path, 1, f"names layer {excerpt(sorted(unknown)[0])}, which "
+                               f"{trace.path} does not have")
+    return ops_ms, layers_ms
 
 
 def compute_profile(
@@ -144,22 +189,20 @@ def compute_profile(
     times = dict(est)
     overridden = 0
     if op_times is not None:
+        ops_ms, layers_ms = _resolve(op_times, trace, order)
         by_layer: dict[str, list[str]] = {}
         for op_id in order:
             layer = trace.op(op_id).layer
             if layer is not None:
                 by_layer.setdefault(layer, []).append(op_id)
-        for layer, ms in op_times.layers.items():
-            for op_id in by_layer.get(layer, ()):
+        for layer, ms in layers_ms.items():
+            for op_id in by_layer[layer]:
                 times[op_id] = ms / len(by_layer[layer])
                 overridden += 1
-        for op_id in order:
-            op = trace.op(op_id)
-            for key in (op.id, op.name):
-                if key in op_times.ops:
-                    times[op_id] = op_times.ops[key]
-                    overridden += 1
-                    break
+        for op_id, ms in ops_ms.items():
+            if op_id in times:
+                times[op_id] = ms
+                overridden += 1
         if op_times.forward_ms is not None:
             fwd = op_times.forward_ms
         source = f"timing file {op_times.path} ({overridden} of {len(order)} backward ops); " \

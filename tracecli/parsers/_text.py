@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ..errors import TraceFormatError
 
-__all__ = ["read_lines", "read_bytes", "show"]
+__all__ = ["read_lines", "read_bytes"]
 
 
 def read_bytes(path: str | Path) -> bytes:
@@ -46,11 +46,3 @@ def read_lines(path: str | Path, data: bytes | None = None) -> list[str]:
         lines.pop()
     return [line[:-1] if line.endswith("\r") else line for line in lines]
 
-
-def show(text: str, limit: int = 60) -> str:
-    """A quoted excerpt of input for a message (long garbage lines stay short).
-
-    >>> show("x" * 100)
-    "'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...'"
-    """
-    return repr(text if len(text) <= limit else text[:limit] + "...")

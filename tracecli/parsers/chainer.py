@@ -18,8 +18,8 @@ from collections import defaultdict
 from typing import Optional
 
 from ..errors import TraceFormatError
+from ..errors import excerpt
 from ..model import Op, OpKind, Tensor, TensorKind, Trace
-from ._text import show as _show
 
 __all__ = ["parse", "looks_like"]
 
@@ -57,7 +57,7 @@ class _Reader:
     def ints(self, what: str, count: int) -> list[int]:
         fields = self.next(what)
         if len(fields) != count:
-            raise self.error(f"expected {what}, found {_show(self.lines[self.pos - 1])}")
+            raise self.error(f"expected {what}, found {excerpt(self.lines[self.pos - 1])}")
         return [self.to_int(f, what) for f in fields]
 
     def to_int(self, text: str, what: str) -> int:
@@ -106,7 +106,7 @@ def _parse_tensors(r: _Reader, count: int) -> tuple[dict[str, Tensor], dict[str,
         line = r.pos
         if len(fields) != 3:
             raise r.error(
-                f"expected a tensor line 'ID SIZE_BYTES NAME', found {_show(r.lines[line - 1])}"
+                f"expected a tensor line 'ID SIZE_BYTES NAME', found {excerpt(r.lines[line - 1])}"
                 + ("; the header's tensor count may be too large" if fields and fields[0] in
                    ("forward", "backward") else "")
             )
@@ -133,7 +133,7 @@ def _parse_ops(r: _Reader, count: int, kind_of: dict[str, TensorKind]) -> list[O
         if words not in (["forward"], ["backward"]):
             raise r.error(
                 f"expected 'forward' or 'backward' to start op record {k + 1} of {count}, "
-                f"found {_show(r.lines[start - 1])}"
+                f"found {excerpt(r.lines[start - 1])}"
             )
         kind = OpKind.FORWARD if words[0] == "forward" else OpKind.BACKWARD
         n_in, n_out = r.ints("'N_IN N_OUT'", 2)
@@ -141,13 +141,13 @@ def _parse_ops(r: _Reader, count: int, kind_of: dict[str, TensorKind]) -> list[O
         for _ in range(n_in):
             fields = r.next("an input line 'TENSOR_ID ROLE'")
             if len(fields) != 2:
-                raise r.error(f"expected an input line 'TENSOR_ID ROLE', found {_show(r.lines[r.pos - 1])}")
+                raise r.error(f"expected an input line 'TENSOR_ID ROLE', found {excerpt(r.lines[r.pos - 1])}")
             inputs.append(_tensor_ref(r, fields[0], kind_of))
             role = fields[1]
             allowed = ("_",) if kind is OpKind.FORWARD else _BACKWARD_ROLES
             if role not in allowed:
                 raise r.error(
-                    f"input role {_show(role)} is not valid in a {words[0]} record; use "
+                    f"input role {excerpt(role)} is not valid in a {words[0]} record; use "
                     + " or ".join(repr(a) for a in allowed)
                 )
             roles.append(role)
@@ -155,11 +155,11 @@ def _parse_ops(r: _Reader, count: int, kind_of: dict[str, TensorKind]) -> list[O
         for _ in range(n_out):
             fields = r.next("an output line 'TENSOR_ID'")
             if len(fields) != 1:
-                raise r.error(f"expected an output line 'TENSOR_ID', found {_show(r.lines[r.pos - 1])}")
+                raise r.error(f"expected an output line 'TENSOR_ID', found {excerpt(r.lines[r.pos - 1])}")
             outputs.append(_tensor_ref(r, fields[0], kind_of))
         fields = r.next("the function class name")
         if len(fields) != 1 or not _CLASS_RE.match(fields[0]):
-            raise r.error(f"expected a function class name, found {_show(r.lines[r.pos - 1])}")
+            raise r.error(f"expected a function class name, found {excerpt(r.lines[r.pos - 1])}")
         name = fields[0]
         r.next("the function's JSON attributes")
         attrs = _attrs(r)

@@ -13,9 +13,9 @@ import re
 from pathlib import Path
 from typing import NamedTuple, Optional
 
-from ..errors import SizesError
+from ..errors import SizesError, excerpt
 from ..model import DTYPE_BYTES
-from ._text import read_bytes, show
+from ._text import read_bytes
 
 __all__ = ["Variable", "DTYPE_BYTES", "load_sizes", "find_sidecar", "variable_layer"]
 
@@ -119,10 +119,10 @@ def _variable(path: str, line: int, index: int, entry) -> Variable:
     if not isinstance(shape, list) or any(
         isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in shape
     ):
-        raise SizesError(path, line, f"{where} ({show(name)}): shape must be a list of "
+        raise SizesError(path, line, f"{where} ({excerpt(name)}): shape must be a list of "
                          "non-negative integers")
     if dtype not in DTYPE_BYTES:
-        raise SizesError(path, line, f"{where} ({show(name)}): unknown dtype {show(str(dtype))}; use one of "
+        raise SizesError(path, line, f"{where} ({excerpt(name)}): unknown dtype {excerpt(str(dtype))}; use one of "
                          + ", ".join(sorted(DTYPE_BYTES)))
     nbytes = math.prod(shape) * DTYPE_BYTES[dtype]
     return Variable(index, name, tuple(shape), dtype, nbytes, line)

@@ -111,7 +111,7 @@ compute_options = options(
     click.option("--device", type=click.Choice(list(DEVICES)), default="h100", show_default=True,
                  help="Device preset for estimated op times (Chainer dumps)."),
     click.option("--op-times", metavar="FILE",
-                 help='Measured times: {"ops": {OP: ms}, "layers": {LAYER: ms}, "forward_ms": ms}.'),
+                 help='Measured times, JSON: {OP_OR_LAYER: ms, ..., "forward_ms": ms}.'),
     click.option("--backward-ms", type=click.FloatRange(min=0), help="Measured backward time "
                  "(required for op lists without --op-times; rescales estimates)."),
     click.option("--forward-ms", type=click.FloatRange(min=0), help="Measured forward time."),

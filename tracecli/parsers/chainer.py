@@ -17,8 +17,7 @@ import re
 from collections import defaultdict
 from typing import Optional
 
-from ..errors import TraceFormatError
-from ..errors import excerpt
+from ..errors import TraceFormatError, excerpt
 from ..model import Op, OpKind, Tensor, TensorKind, Trace
 
 __all__ = ["parse", "looks_like"]

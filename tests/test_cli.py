@@ -270,3 +270,15 @@ def test_python_dash_m(tmp_path):
     out = subprocess.run([sys.executable, "-m", "tracecli", "inspect", str(VGG), "--json"],
                          capture_output=True, text=True, check=True)
     assert json.loads(out.stdout)["parameters"]["count"] == 38
+
+
+def test_parsers_report_progress(tmp_path):
+    from tracecli import LoadOptions, load_trace
+
+    seen = []
+    trace = load_trace(VGG, LoadOptions(progress=lambda *a: seen.append(a)))
+    assert seen[0] == ("parse", 0, 92) and seen[-1] == ("parse", 92, 92)
+    seen.clear()
+    load_trace(RESNET, LoadOptions(progress=lambda *a: seen.append(a)))
+    assert seen[0] == ("parse", 0, 2467) and seen[-1] == ("parse", 2467, 2467)
+    assert len(trace.ops()) == 92

@@ -179,8 +179,16 @@ def load_options(func):
     return func
 
 
-def _load(trace: str, fmt: Optional[str], sizes: Optional[str]):
-    return load(trace, LoadOptions(format=fmt, sizes=sizes))
+BIG_TRACE_BYTES = 8 * 1024 * 1024  # a progress bar for traces that take seconds to parse
+
+
+def _load(trace: str, fmt: Optional[str], sizes: Optional[str], quiet: bool = False):
+    try:
+        big = os.path.getsize(trace) >= BIG_TRACE_BYTES
+    except OSError:
+        big = False  # load() says what is wrong with the path
+    with progress_bar(big and not quiet) as progress:
+        return load(trace, LoadOptions(format=fmt, sizes=sizes, progress=progress))
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -202,7 +210,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
 @compute_options
 def inspect(trace, fmt, sizes, top, per_gradient, as_json, **kw):
     """What is in a step: ops, tensors, parameters, readiness order, sizes."""
-    t = _load(trace, fmt, sizes)
+    t = _load(trace, fmt, sizes, quiet=as_json)
     ready = readiness(t)
     report = size_report(t, ready)
     details, source = gradient_details(t, ready, compute_from(kw))
@@ -250,7 +258,7 @@ def export(trace, fmt, sizes, to, output, force):
 @click.option("--force", is_flag=True, help="Overwrite --out / --chrome-trace files.")
 def plan_buckets(trace, fmt, sizes, do_compare, top, as_json, out, chrome_trace, force, **kw):
     """Group gradients into all-reduce buckets and predict the step's timeline."""
-    t = _load(trace, fmt, sizes)
+    t = _load(trace, fmt, sizes, quiet=as_json)
     strategy = strategy_from(kw)
     cost = cost_from(kw).model()
     if do_compare:
@@ -356,7 +364,7 @@ def replay(trace, fmt, sizes, plan_file, iters, warmup, baseline, top, as_json, 
     elif trace is None:
         raise click.UsageError("pass TRACE, or --plan PLAN.json")
     else:
-        _, _, inp = inputs(_load(trace, fmt, sizes), compute_from(kw))
+        _, _, inp = inputs(_load(trace, fmt, sizes, quiet=as_json or quiet), compute_from(kw))
     explicit = any(kw[k] is not None for k in ("calibration", "network", "alpha_us", "bandwidth_gbps"))
     cost = CostRequest(world, kw["network"], kw["algorithm"], kw["alpha_us"], kw["bandwidth_gbps"],
                        kw["launch_us"], kw["calibration"]).model() if explicit else None

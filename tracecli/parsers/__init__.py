@@ -7,7 +7,7 @@ entry in :data:`PARSERS`, never an edit of the others.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
@@ -21,12 +21,17 @@ from .sizes import find_sidecar, load_sizes
 __all__ = ["LoadOptions", "Parser", "PARSERS", "FORMATS", "detect_format", "load"]
 
 
+Progress = Callable[[str, int, int], None]
+
+
 @dataclass(frozen=True)
 class LoadOptions:
-    """How to read a trace: force a ``format``; a ``sizes`` sidecar for op lists."""
+    """How to read a trace: force a ``format``; a ``sizes`` sidecar for op lists;
+    ``progress(stage, done, total)`` called as records are parsed (for a progress bar)."""
 
     format: Optional[str] = None
     sizes: Optional[str] = None
+    progress: Optional[Progress] = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -41,13 +46,14 @@ def _parse_chainer(path: str, lines: list[str], options: LoadOptions) -> Trace:
     if options.sizes:
         raise TraceCliError(path, None, "--sizes applies to TensorFlow op lists only; a "
                             "Chainer dump carries its own sizes")
-    return chainer.parse(path, lines)
+    return chainer.parse(path, lines, options.progress)
 
 
 def _parse_tf(path: str, lines: list[str], options: LoadOptions) -> Trace:
     sizes_path = options.sizes or find_sidecar(path)
     variables = load_sizes(sizes_path) if sizes_path else None
-    return tf_schedule.parse(path, lines, variables, str(sizes_path) if sizes_path else None)
+    return tf_schedule.parse(path, lines, variables, str(sizes_path) if sizes_path else None,
+                             options.progress)
 
 
 PARSERS: dict[str, Parser] = {

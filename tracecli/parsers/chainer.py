@@ -70,14 +70,15 @@ class _Reader:
         return int(text)
 
 
-def parse(path: str, lines: list[str]) -> Trace:
-    """Parse a Chainer dump into a :class:`Trace`."""
+def parse(path: str, lines: list[str], progress=None) -> Trace:
+    """Parse a Chainer dump into a :class:`Trace`; ``progress(stage, done, total)`` is
+    called every 10,000 op records."""
     r = _Reader(path, lines)
     if not lines:
         raise TraceFormatError(path, 1, "file is empty; expected 'N_TENSORS N_OPS'")
     n_tensors, n_ops = r.ints("'N_TENSORS N_OPS'", 2)
     tensors, kind_of = _parse_tensors(r, n_tensors)
-    ops = _parse_ops(r, n_ops, kind_of)
+    ops = _parse_ops(r, n_ops, kind_of, progress)
     while r.pos < len(lines):
         if lines[r.pos].strip():
             raise TraceFormatError(
@@ -124,9 +125,11 @@ def _parse_tensors(r: _Reader, count: int) -> tuple[dict[str, Tensor], dict[str,
     return tensors, {tid: t.kind for tid, t in tensors.items()}
 
 
-def _parse_ops(r: _Reader, count: int, kind_of: dict[str, TensorKind]) -> list[Op]:
+def _parse_ops(r: _Reader, count: int, kind_of: dict[str, TensorKind], progress=None) -> list[Op]:
     ops = []
     for k in range(count):
+        if progress and k % 10_000 == 0:
+            progress("parse", k, count)
         words = r.next(f"op record {k + 1} of {count} ('forward' or 'backward')")
         start = r.pos
         if words not in (["forward"], ["backward"]):
@@ -164,6 +167,8 @@ def _parse_ops(r: _Reader, count: int, kind_of: dict[str, TensorKind]) -> list[O
         attrs = _attrs(r)
         ops.append(Op(f"op{k}", kind, name, start, k, None, attrs["rank"], attrs,
                       tuple(inputs), tuple(roles), tuple(outputs)))
+    if progress:
+        progress("parse", count, count)
     return ops
 
 

@@ -203,7 +203,9 @@ def parse(
     lines: list[str],
     variables: Optional[list[Variable]] = None,
     sizes_path: Optional[str] = None,
+    progress=None,
 ) -> Trace:
+    """Parse an op list; ``progress(stage, done, total)`` is called every 50,000 lines."""
     names = _valid_names(path, lines)
     model = _model_scope(names)
     layers = _Layers(model, {v.layer for v in variables or ()})
@@ -211,6 +213,8 @@ def parse(
     append = ops.append
     other, forward = OpKind.OTHER, OpKind.FORWARD
     for position, (number, name) in enumerate(names):
+        if progress and position % 50_000 == 0:
+            progress("parse", position, len(names))
         kind, index, scope = _classify(name)
         layer = None
         if scope:
@@ -223,6 +227,8 @@ def parse(
         append(Op(f"op{position}", kind, name, number, position, layer, None, None,
                   (), (), (), None, index))
 
+    if progress:
+        progress("parse", len(names), len(names))
     indices = sorted({op.index for op in ops if op.index is not None and op.kind in (
         OpKind.ALLREDUCE_INPUT, OpKind.ALLREDUCE, OpKind.ALLREDUCE_OUTPUT)})
     if variables is not None and indices and indices[-1] + 1 != len(variables):

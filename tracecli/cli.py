@@ -20,7 +20,7 @@ from .analysis import readiness, size_report
 from .analysis.compute import DEVICES
 from .errors import TraceCliError
 from .parsers import FORMATS, LoadOptions, load
-from .pipeline import ComputeRequest, CostRequest, compare_trace, gradient_details, inputs, plan_trace
+from .pipeline import ComputeRequest, CostRequest, compare_trace, gradient_details, inputs, plan_trace, replay_job
 from .planning import NETWORKS, STRATEGIES, StrategyOptions
 from .planning.costmodel import ALGORITHMS
 from .render import jsonout, plans, tables
@@ -349,7 +349,7 @@ launch_options = options(
 def replay(trace, fmt, sizes, plan_file, iters, warmup, baseline, top, as_json, out, chrome_trace,
            force, **kw):
     """Run the plan with real all-reduces on real ranks and compare with the prediction."""
-    from .replay import FixedPlan, Launch, ReplayJob, Sweep, run_replay
+    from .replay import FixedPlan, Launch, run_replay
     from .replay.launcher import in_torchrun, resolve_backend
 
     launch = Launch(kw["gpus"], kw["backend"], kw["timeout"], _fault(kw["inject_fault"]))
@@ -365,12 +365,9 @@ def replay(trace, fmt, sizes, plan_file, iters, warmup, baseline, top, as_json, 
         raise click.UsageError("pass TRACE, or --plan PLAN.json")
     else:
         _, _, inp = inputs(_load(trace, fmt, sizes, quiet=as_json or quiet), compute_from(kw))
-    explicit = any(kw[k] is not None for k in ("calibration", "network", "alpha_us", "bandwidth_gbps"))
     cost = CostRequest(world, kw["network"], kw["algorithm"], kw["alpha_us"], kw["bandwidth_gbps"],
-                       kw["launch_us"], kw["calibration"]).model() if explicit else None
-    job = ReplayJob(inp, kw["strategy"], strategy_from(kw), cost,
-                    cost.source if cost else "in-place calibration", iters, warmup, fixed,
-                    sweep=Sweep.covering(sum(g.nbytes for g in inp.grads)), baseline=baseline)
+                       kw["launch_us"], kw["calibration"])
+    job = replay_job(inp, kw["strategy"], strategy_from(kw), cost, iters, warmup, fixed, baseline)
     backend, notice = resolve_backend(launch)
     if not quiet:
         _notice(notice)

@@ -19,7 +19,7 @@ from .planning.inputs import plan_input
 from .planning.plan import BucketPlan, CompareRow
 
 __all__ = ["ComputeRequest", "CostRequest", "Planned", "plan_trace", "compare_trace",
-           "prepare", "inputs", "gradient_details"]
+           "prepare", "inputs", "gradient_details", "replay_job"]
 
 
 @dataclass(frozen=True)
@@ -112,3 +112,18 @@ def gradient_details(trace: Trace, ready: Readiness, compute: ComputeRequest) ->
             "ready_ms": times[min(g.backward_position, len(times) - 1)] if times else None,
         }
     return details, profile.source if profile else None
+
+
+def replay_job(inp: PlanInput, strategy: str, options: StrategyOptions, cost: CostRequest,
+               iters: int, warmup: int, fixed=None, baseline: bool = False):
+    """The replay of ``inp``. Its prediction uses ``cost`` when that names an interconnect
+    (calibration profile, network preset or overrides); otherwise the ranks calibrate in
+    place first, over sizes up to everything in one bucket."""
+    from .replay.jobs import ReplayJob, Sweep
+
+    explicit = any(v is not None for v in (cost.calibration, cost.network, cost.alpha_us,
+                                            cost.bandwidth_gbps))
+    model = cost.model() if explicit else None
+    return ReplayJob(inp, strategy, options, model,
+                     model.source if model else "in-place calibration", iters, warmup, fixed,
+                     sweep=Sweep.covering(sum(g.nbytes for g in inp.grads)), baseline=baseline)

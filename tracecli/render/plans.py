@@ -10,13 +10,10 @@ from rich.text import Text
 
 from ..units import format_size
 from .chrome import chrome_trace, complete_event
-from .tables import truncated
+from .tables import format_ms as _ms, truncated
 
 __all__ = ["plan_view", "compare_view", "plan_chrome_trace"]
 
-
-def _ms(x: Optional[float]) -> str:
-    return "-" if x is None else f"{x:,.3f}"
 
 
 def plan_header(plan) -> Text:

@@ -10,13 +10,10 @@ from rich.text import Text
 
 from ..units import format_size
 from .chrome import chrome_trace, complete_event
-from .tables import truncated
+from .tables import format_ms as _ms, truncated
 
 __all__ = ["replay_view", "calibration_view", "replay_chrome_trace"]
 
-
-def _ms(x: Optional[float]) -> str:
-    return "-" if x is None else f"{x:,.3f}"
 
 
 def replay_view(doc: dict, top: Optional[int] = None) -> Group:

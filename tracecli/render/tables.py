@@ -12,14 +12,15 @@ from ..analysis import Readiness, SizeReport
 from ..model import Trace
 from ..units import format_size
 
-__all__ = ["inspect_view", "truncated"]
+__all__ = ["inspect_view", "truncated", "format_ms"]
 
 
 def _size(n: Optional[int]) -> str:
     return "?" if n is None else format_size(n)
 
 
-def _ms(x: Optional[float]) -> str:
+def format_ms(x: Optional[float]) -> str:
+    """Milliseconds for tables; ``-`` when unknown."""
     return "-" if x is None else f"{x:,.3f}"
 
 
@@ -80,12 +81,12 @@ def readiness_table(ready: Readiness, top: Optional[int], per_gradient: bool,
             rows.append([str(item.ready_index), item.name, item.layer or "-",
                          "x".join(map(str, shape)) if shape else "-",
                          _size(item.nbytes), _size(cumulative), str(item.backward_position),
-                         item.source, _ms(info.get("ready_ms"))])
+                         item.source, format_ms(info.get("ready_ms"))])
         else:
             info = details.get(first_of_layer.get(item.name), {})
             rows.append([str(item.ready_index), item.name, str(len(item.tensors)),
                          _size(item.nbytes), _size(cumulative), str(item.backward_position),
-                         _ms(info.get("ready_ms"))])
+                         format_ms(info.get("ready_ms"))])
     shown, hidden = truncated(rows, top)
     for row in shown:
         table.add_row(*row)

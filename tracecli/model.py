@@ -27,11 +27,19 @@ from __future__ import annotations
 import enum
 import json
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Optional, Sequence
 
 import networkx as nx
 
 __all__ = [
+    "Abilities",
+    "ReadinessMethod",
+    "ComputeSource",
+    "VariableOrder",
+    "CollectiveKind",
+    "Collective",
+    "StepInfo",
     "NodeType",
     "OpKind",
     "TensorKind",
@@ -53,11 +61,102 @@ DTYPE_BYTES = {
 }
 
 
+class ReadinessMethod(str, enum.Enum):
+    """How the order in which gradients become ready is derived from a trace."""
+
+    AUTOGRAD_REPLAY = "autograd-replay"  # replay the autograd engine from the loss (Chainer)
+    RECORDED = "recorded"  # backward ops in recorded order; ready after the last producer
+    OP_NAMES = "op-names"  # an executed op list: hand-offs, producers by name, fallbacks
+
+
+class ComputeSource(str, enum.Enum):
+    """Where a trace's compute times can come from."""
+
+    ROOFLINE = "roofline"  # inferred shapes: FLOPs and bytes against a device preset
+    MEASURED = "measured"  # op durations recorded in the trace
+    NONE = "none"  # nothing: the user gives --backward-ms or --op-times
+
+
+class VariableOrder(str, enum.Enum):
+    """The model's own parameter order (tf_cnn_benchmarks groups gradients in it)."""
+
+    FIRST_USE = "first-use"  # order of first use in forward
+    INDEX = "index"  # each parameter tensor's ``index`` (trainable-variable order)
+
+
+@dataclass(frozen=True)
+class Abilities:
+    """What a parser declares its traces can answer; analyses ask this, never the format.
+
+    ``readiness_note`` names the readiness method in reports; ``sizes_hint`` says how to
+    supply sizes the trace may lack ("" when it always carries them).
+    """
+
+    readiness: ReadinessMethod
+    compute: ComputeSource
+    variable_order: VariableOrder
+    readiness_note: str
+    infers_shapes: bool = False
+    sizes_hint: str = ""
+
+
+class CollectiveKind(str, enum.Enum):
+    """A collective's kind (Chakra: ``CollectiveCommType``); values as the JSON shows them."""
+
+    ALL_REDUCE = "allreduce"
+    BROADCAST = "broadcast"
+    ALL_GATHER = "allgather"
+    REDUCE_SCATTER = "reduce_scatter"
+    ALL_TO_ALL = "alltoall"
+    REDUCE = "reduce"
+    GATHER = "gather"
+    SCATTER = "scatter"
+    BARRIER = "barrier"
+    OTHER = "other"
+
+
+class Collective(NamedTuple):
+    """One collective the traced run executed; times in ms from its step's start.
+
+    ``launch_ms`` is when the host issued it, ``start_ms``/``end_ms`` when it ran (the
+    device kernel on GPUs, the transport thread on gloo); ``purpose`` is ``gradients``,
+    ``buffers``, ``unused-map`` or ``other``; ``op`` is its launching op's id when that op
+    belongs to the traced step.
+    """
+
+    id: str
+    kind: CollectiveKind
+    step: Optional[int]
+    elements: Optional[int]
+    dtype: Optional[str]
+    nbytes: Optional[int]
+    launch_ms: float
+    start_ms: Optional[float]
+    end_ms: Optional[float]
+    purpose: str
+    group_size: Optional[int] = None
+    op: Optional[str] = None
+
+
+class StepInfo(NamedTuple):
+    """The traced step, for traces that record several (ms from the step's start)."""
+
+    label: str
+    index: Optional[int]
+    duration_ms: float
+    backward_start_ms: Optional[float]
+    backward_end_ms: Optional[float]
+    update_ms: Optional[float]
+    steps: tuple[str, ...]  # every step the trace holds, by label
+    world_size: Optional[int] = None
+
+
 class NodeType(str, enum.Enum):
     """What a graph node is (Chakra: ``NodeType``, reduced to what a step trace holds)."""
 
     OP = "op"
     TENSOR = "tensor"
+    COLLECTIVE = "collective"  # Chakra: COMM_COLL_NODE
 
 
 class OpKind(str, enum.Enum):
@@ -92,6 +191,7 @@ class EdgeKind(str, enum.Enum):
     HANDOFF = "handoff"
     ALLREDUCE = "allreduce"
     UPDATE = "update"
+    LAUNCH = "launch"  # op -> the collective it issued
 
 
 class Op(NamedTuple):
@@ -101,7 +201,8 @@ class Op(NamedTuple):
     ``inputs``/``outputs`` keep the exact order and repeats of the record (a backward op
     lists the tensors whose gradients it produces as outputs); ``partner`` is the forward
     op of a backward op; ``index`` is the trainable-variable index an op list names
-    (Horovod's ``cond_N``, the optimizer's ``update_N``).
+    (Horovod's ``cond_N``, the optimizer's ``update_N``). ``start_ms``/``dur_ms`` are
+    recorded times where the trace has them (profiler traces).
     """
 
     id: str
@@ -117,6 +218,8 @@ class Op(NamedTuple):
     outputs: tuple[str, ...] = ()
     partner: Optional[str] = None
     index: Optional[int] = None
+    start_ms: Optional[float] = None  # recorded start, ms from the step's start
+    dur_ms: Optional[float] = None  # recorded duration
 
 
 class Tensor(NamedTuple):
@@ -158,6 +261,8 @@ class TraceGraph(nx.DiGraph):
 
 
 BACKWARD_KINDS = frozenset({OpKind.BACKWARD, OpKind.GRADIENT})
+GENERIC_ABILITIES = Abilities(ReadinessMethod.RECORDED, ComputeSource.NONE, VariableOrder.INDEX,
+                              "backward ops in recorded order; ready after the last producer")
 
 
 class Trace:
@@ -184,12 +289,18 @@ class Trace:
         tensors: Sequence[Tensor],
         links: Sequence[Link] = (),
         meta: Optional[Mapping[str, Any]] = None,
+        abilities: Optional[Abilities] = None,
+        collectives: Sequence[Collective] = (),
+        step: Optional[StepInfo] = None,
     ):
         self.path = path
         self.format = format
+        self.abilities = abilities or GENERIC_ABILITIES
         self._ops = list(ops)
         self._tensors = list(tensors)
         self._links = list(links)
+        self._collectives = list(collectives)
+        self.step = step
         self.meta = dict(meta or {})
         self._op_by_id = {op.id: op for op in self._ops}
         self._tensor_by_id = {t.id: t for t in self._tensors}
@@ -208,6 +319,9 @@ class Trace:
         tensors: Iterable[Tensor],
         links: Iterable[Link] = (),
         meta: Optional[Mapping[str, Any]] = None,
+        abilities: Optional[Abilities] = None,
+        collectives: Iterable[Collective] = (),
+        step: Optional[StepInfo] = None,
     ) -> "Trace":
         """A trace of ``ops``, ``tensors`` and inferred ``links``.
 
@@ -216,7 +330,8 @@ class Trace:
         gradients of its outputs (``GRADIENT``) and points at its ``partner``
         (``BACKWARD_OF``).
         """
-        return cls(path, format, list(ops), list(tensors), list(links), meta)
+        return cls(path, format, list(ops), list(tensors), list(links), meta, abilities,
+                   list(collectives), step)
 
     @property
     def graph(self) -> TraceGraph:
@@ -227,6 +342,10 @@ class Trace:
             graph.add_nodes_from((op.id, {"type": NodeType.OP, "data": op}) for op in self._ops)
             graph.add_edges_from(_op_edges(self._ops))
             graph.add_edges_from((l.source, l.target, {"kind": l.kind}) for l in self._links)
+            for c in self._collectives:
+                graph.add_node(c.id, type=NodeType.COLLECTIVE, data=c)
+                if c.op is not None and c.op in self._op_by_id:
+                    graph.add_edge(c.op, c.id, kind=EdgeKind.LAUNCH)
             self._graph = graph
         return self._graph
 
@@ -242,6 +361,10 @@ class Trace:
 
     def links(self) -> list[Link]:
         return self._links
+
+    def collectives(self) -> list[Collective]:
+        """Collectives the traced run executed (profiler traces), in launch order."""
+        return self._collectives
 
     def op(self, op_id: str) -> Op:
         return self._op_by_id[op_id]

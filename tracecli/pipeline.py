@@ -13,7 +13,7 @@ from .analysis.compute import ComputeProfile, compute_profile, load_op_times
 from .analysis.readiness import Readiness
 from .analysis.shapes import infer_shapes
 from .errors import PlanError
-from .model import Trace
+from .model import ComputeSource, Trace
 from .planning import CostModel, PlanInput, StrategyOptions, compare, make_plan, resolve_cost_model
 from .planning.inputs import plan_input
 from .planning.plan import BucketPlan, CompareRow
@@ -94,13 +94,13 @@ def gradient_details(trace: Trace, ready: Readiness, compute: ComputeRequest) ->
     Returns ``({tensor id: {"shape", "ready_ms"}}, compute source or None)``. Op lists
     without ``--backward-ms``/``--op-times`` have no ready times; that is not an error here.
     """
-    shapes = infer_shapes(trace).shapes if trace.format == "chainer" else {}
+    shapes = infer_shapes(trace).shapes if trace.abilities.infers_shapes else {}
     times_file = load_op_times(compute.op_times) if compute.op_times else None
     try:
         profile = compute_profile(trace, ready, compute.device, times_file, compute.backward_ms,
                                   compute.forward_ms)
     except PlanError:
-        if trace.format == "chainer":
+        if trace.abilities.compute is not ComputeSource.NONE:
             raise
         profile = None
     times = profile.ready_times() if profile else None

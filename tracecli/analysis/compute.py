@@ -3,8 +3,12 @@
 Sources, best first, and always named in ``ComputeProfile.source``:
 
 1. a timing file (``--op-times``): measured ms of ops or layers;
-2. Chainer dumps: a roofline estimate of each op's FLOPs and bytes against a device preset;
-3. op lists (no shapes, no timings): backward ops share a measured ``--backward-ms`` evenly.
+2. traces that record op durations (profiler traces): the measured times;
+3. traces with inferred shapes (Chainer dumps): a roofline estimate of each op's FLOPs and
+   bytes against a device preset;
+4. traces with neither (op lists): backward ops share a measured ``--backward-ms`` evenly.
+
+What a trace offers is its :attr:`~tracecli.model.Abilities.compute`.
 
 ``--backward-ms`` also rescales an estimate to a measured backward time, keeping its
 proportions; forward time counts before backward.
@@ -19,7 +23,7 @@ from typing import NamedTuple, Optional
 
 from ..errors import CalibrationError, PlanError, excerpt
 from ..jsonfile import read_json
-from ..model import Trace
+from ..model import ComputeSource, OpKind, Trace
 from .readiness import Readiness
 from .shapes import op_costs
 
@@ -65,6 +69,7 @@ class ComputeProfile(NamedTuple):
     forward_ms: float
     backward: tuple[tuple[str, float], ...]  # (op id, ms) in backward execution order
     source: str
+    update_ms: Optional[float] = None  # the optimizer step, where the trace records it
 
     @property
     def backward_ms(self) -> float:
@@ -172,13 +177,20 @@ def compute_profile(
             raise PlanError(None, None, f"{flag} must be a non-negative number")
     order = list(ready.backward_ops)
     dev = DEVICES[device]
-    if trace.format == "chainer":
+    how = trace.abilities.compute
+    update = None
+    if how is ComputeSource.ROOFLINE:
         costs = op_costs(trace)
         dtype = "float32"
         est = {op_id: dev.op_ms(costs[op_id].flops, costs[op_id].nbytes, dtype) for op_id in order}
         fwd = sum(dev.op_ms(c.flops, c.nbytes, dtype) for op_id, c in costs.items()
-                  if trace.op(op_id).kind.value == "forward")
+                  if trace.op(op_id).kind is OpKind.FORWARD)
         source = f"roofline estimate on {dev.name} ({dev.source})"
+    elif how is ComputeSource.MEASURED:
+        fwd, est = _measured(trace, order)
+        step = trace.step
+        update = step.update_ms if step is not None else None
+        source = "measured in the trace" + (f" ({step.label})" if step is not None else "")
     else:
         if backward_ms is None and op_times is None:
             raise PlanError(trace.path, None, "an op list carries no timings; pass "
@@ -217,7 +229,7 @@ def compute_profile(
             for op_id in scalable:
                 times[op_id] *= scale
         source += f"; scaled to --backward-ms {backward_ms:g}"
-        if fwd is not None and trace.format == "chainer" and forward_ms is None:
+        if fwd is not None and how is ComputeSource.ROOFLINE and forward_ms is None:
             fwd *= scale if scalable and total > 0 else 1.0
     if forward_ms is not None:
         fwd = forward_ms
@@ -225,4 +237,25 @@ def compute_profile(
     elif fwd is None:
         fwd = sum(times.values()) / 2.0
         source += "; forward taken as half of backward (no forward timing)"
-    return ComputeProfile(float(fwd), tuple((op_id, float(times[op_id])) for op_id in order), source)
+    return ComputeProfile(float(fwd), tuple((op_id, float(times[op_id])) for op_id in order), source,
+                          update)
+
+
+def _measured(trace: Trace, order: list[str]) -> tuple[float, dict[str, float]]:
+    """Forward time (until the first backward op starts) and each backward op's share of
+    the backward wall time: from the end of the op before it to its own end, so the gaps
+    between ops (engine overhead, hooks) count and ready times match the recording."""
+    ops = [trace.op(op_id) for op_id in order]
+    timed = [op for op in ops if op.start_ms is not None and op.dur_ms is not None]
+    if not timed:
+        return 0.0, {op_id: 0.0 for op_id in order}
+    clock = forward = min(op.start_ms for op in timed)
+    times = {}
+    for op in ops:
+        if op.start_ms is None or op.dur_ms is None:
+            times[op.id] = 0.0
+            continue
+        end = op.start_ms + op.dur_ms
+        times[op.id] = max(end - clock, 0.0)
+        clock = max(clock, end)
+    return forward, times

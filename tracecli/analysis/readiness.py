@@ -1,6 +1,9 @@
 """Gradient readiness: in what order parameter gradients become ready during backward.
 
-- Chainer dumps: backward is replayed as ``chainer.Variable.backward`` runs it (a heap keyed
+The trace says how (:class:`~tracecli.model.ReadinessMethod`); this module never asks for
+a format's name.
+
+- Autograd replay (Chainer dumps): backward is replayed as ``chainer.Variable.backward`` runs it (a heap keyed
   by ``(-rank, discovery counter)`` from the loss's creator); a parameter is ready after the
   last backward op producing its gradient; several parameters of one op are ready together,
   in the op's output order.
@@ -9,6 +12,8 @@
 - Plain op lists: a variable is ready after the last op of its layer that produces its kind
   of gradient (``source="producer"``), else after the last backward op of its layer
   (``source="fallback"``).
+- Recorded backward (profiler traces): backward ops in the order they ran; a parameter is
+  ready when the op that accumulated its gradient ended (``source="recorded"``).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from dataclasses import dataclass
 from typing import NamedTuple, Optional
 
 from .._gc import gc_paused
-from ..model import BACKWARD_KINDS, EdgeKind, Op, OpKind, Trace
+from ..model import BACKWARD_KINDS, EdgeKind, Op, OpKind, ReadinessMethod, Trace
 
 __all__ = ["GradientReady", "LayerReady", "Readiness", "readiness", "backward_schedule"]
 
@@ -68,10 +73,10 @@ class Readiness:
 def backward_schedule(trace: Trace) -> list[Op]:
     """Backward ops in execution order.
 
-    Chainer dumps: replay ``Variable.backward`` from every output no forward op consumes
-    (the loss), highest rank first. Op lists: backward ops in list order.
+    Autograd replay: replay ``Variable.backward`` from every output no forward op consumes
+    (the loss), highest rank first. Otherwise: backward ops in the trace's order.
     """
-    if trace.format != "chainer":
+    if trace.abilities.readiness is not ReadinessMethod.AUTOGRAD_REPLAY:
         return [op for op in trace.ops() if op.kind in BACKWARD_KINDS]
     consumed = set()
     forward = []
@@ -120,13 +125,12 @@ def readiness(trace: Trace) -> Readiness:
 
 def _readiness(trace: Trace) -> Readiness:
     schedule = backward_schedule(trace)
-    if trace.format == "chainer":
-        rows, missing = _chainer_rows(trace, schedule)
-        method = "Chainer Variable.backward replay (heap of -rank, discovery order)"
-    else:
+    how = trace.abilities.readiness
+    if how is ReadinessMethod.OP_NAMES:
         rows, missing = _op_list_rows(trace)
-        method = ("Horovod: first node naming Allreduce/cond_N" if trace.meta.get("horovod")
-                  else "gradient-producing op of each layer (fallback: layer's last backward op)")
+    else:
+        rows, missing = _producer_rows(trace, schedule, _PRODUCER_SOURCE[how])
+    method = trace.abilities.readiness_note
     rows.sort(key=lambda r: r[0])
     gradients = tuple(
         GradientReady(t.id, t.name, t.elements, t.layer, t.nbytes, t.dtype, t.shape, i, bpos, source,
@@ -138,7 +142,12 @@ def _readiness(trace: Trace) -> Readiness:
                      tuple(missing))
 
 
-def _chainer_rows(trace: Trace, schedule: list[Op]):
+_PRODUCER_SOURCE = {ReadinessMethod.AUTOGRAD_REPLAY: "backward-op",
+                    ReadinessMethod.RECORDED: "recorded"}
+
+
+def _producer_rows(trace: Trace, schedule: list[Op], source: str):
+    """A parameter is ready after the last backward op (in ``schedule``) producing it."""
     where = {op.id: i for i, op in enumerate(schedule)}
     rows, missing = [], []
     for tensor in trace.parameters():
@@ -148,7 +157,7 @@ def _chainer_rows(trace: Trace, schedule: list[Op]):
             continue
         last = max(producers, key=lambda op: where[op.id])
         key = (where[last.id], last.outputs.index(tensor.id))
-        rows.append((key, where[last.id] + 1, tensor, "backward-op", last))
+        rows.append((key, where[last.id] + 1, tensor, source, last))
     return rows, missing
 
 

@@ -18,11 +18,17 @@ from collections import defaultdict
 from typing import Optional
 
 from ..errors import TraceFormatError, excerpt
-from ..model import Op, OpKind, Tensor, TensorKind, Trace
+from ..model import (
+    Abilities, ComputeSource, Op, OpKind, ReadinessMethod, Tensor, TensorKind, Trace, VariableOrder,
+)
 
 __all__ = ["parse", "looks_like"]
 
 FORMAT = "chainer"
+ABILITIES = Abilities(
+    ReadinessMethod.AUTOGRAD_REPLAY, ComputeSource.ROOFLINE, VariableOrder.FIRST_USE,
+    "Chainer Variable.backward replay (heap of -rank, discovery order)", infers_shapes=True,
+)
 _HEADER_RE = re.compile(r"^\s*\d+\s+\d+\s*$")
 _INT_RE = re.compile(r"^[0-9]+$")
 _CLASS_RE = re.compile(r"^[A-Za-z_][\w.<>]*$")
@@ -88,7 +94,7 @@ def parse(path: str, lines: list[str], progress=None) -> Trace:
             )
         r.pos += 1
     ops = _pair_and_layer(path, ops, tensors)
-    trace = Trace.build(path, FORMAT, ops, tensors.values())
+    trace = Trace.build(path, FORMAT, ops, tensors.values(), abilities=ABILITIES)
     cycle = trace.find_forward_cycle()
     if cycle:
         first = min((trace.op(o) for o in cycle), key=lambda op: op.line)

@@ -14,7 +14,10 @@ from collections import Counter, defaultdict
 from typing import Optional, Sequence
 
 from ..errors import SizesError, TraceFormatError
-from ..model import EdgeKind, Link, Op, OpKind, Tensor, TensorKind, Trace
+from ..model import (
+    Abilities, ComputeSource, EdgeKind, Link, Op, OpKind, ReadinessMethod, Tensor, TensorKind, Trace,
+    VariableOrder,
+)
 from .sizes import Variable
 
 __all__ = ["parse", "looks_like", "classify", "variable_role", "producer_role"]
@@ -240,7 +243,15 @@ def parse(
     tensors = _tensors(variables, indices)
     ops, links = _link(ops, tensors)
     meta = {"model_scope": model, "sizes": sizes_path, "horovod": bool(indices)}
-    return Trace.build(path, FORMAT, ops, tensors, links, meta)
+    return Trace.build(path, FORMAT, ops, tensors, links, meta, abilities(bool(indices)))
+
+
+def abilities(horovod: bool) -> Abilities:
+    """Op lists: readiness from op names, no timings, trainable-variable order."""
+    note = ("Horovod: first node naming Allreduce/cond_N" if horovod
+            else "gradient-producing op of each layer (fallback: layer's last backward op)")
+    return Abilities(ReadinessMethod.OP_NAMES, ComputeSource.NONE, VariableOrder.INDEX, note,
+                     sizes_hint="no sizes sidecar; pass --sizes FILE")
 
 
 _ALL_NAMES_RE = re.compile(r"(?:[A-Za-z0-9_.][A-Za-z0-9_.\-/>:]*\n)*[A-Za-z0-9_.][A-Za-z0-9_.\-/>:]*")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..analysis.compute import ComputeProfile
 from ..analysis.readiness import Readiness
 from ..errors import PlanError
-from ..model import OpKind, Trace
+from ..model import OpKind, Trace, VariableOrder
 from .base import Grad
 from .plan import PlanInput
 
@@ -15,12 +15,12 @@ __all__ = ["plan_input", "variable_order"]
 def variable_order(trace: Trace) -> dict[str, int]:
     """Each parameter's place in the model's variable order.
 
-    Op lists: the trainable-variable index. Chainer dumps: order of first use in forward
-    (``link.params()`` follows definition order, which forward order matches for
-    sequential models).
+    ``VariableOrder.INDEX`` (op lists): the trainable-variable index. ``FIRST_USE``
+    (Chainer dumps): order of first use in forward (``link.params()`` follows definition
+    order, which forward order matches for sequential models).
     """
     params = trace.parameters()
-    if trace.format != "chainer":
+    if trace.abilities.variable_order is VariableOrder.INDEX:
         return {t.id: (t.index if t.index is not None else i) for i, t in enumerate(params)}
     first_use: dict[str, tuple] = {}
     for op in trace.ops():
@@ -37,8 +37,9 @@ def plan_input(trace: Trace, ready: Readiness, profile: ComputeProfile,
                update_ms: float = 0.0) -> PlanInput:
     unknown = [g.name for g in ready.gradients if g.nbytes is None]
     if unknown:
+        hint = trace.abilities.sizes_hint or "the trace does not record them"
         raise PlanError(trace.path, None, f"sizes of {len(unknown)} gradients are unknown "
-                        f"(e.g. {unknown[0]}); pass the sizes sidecar with --sizes FILE")
+                        f"(e.g. {unknown[0]}): {hint}")
     times = profile.ready_times()
     order = variable_order(trace)
     grads = tuple(

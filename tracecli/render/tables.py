@@ -44,8 +44,11 @@ def summary(trace: Trace, sizes: SizeReport) -> Text:
         text.append(f", {sizes.parameter_elements:,} elements")
     if sizes.activation_bytes is not None:
         text.append(f"; activations {sizes.activations:,} = {_size(sizes.activation_bytes)}")
-    if trace.format == "tf-schedule":
-        text.append(f"\nsizes: {trace.meta.get('sizes') or 'unknown (no sizes sidecar; pass --sizes FILE)'}")
+    hint = trace.abilities.sizes_hint
+    if hint:
+        known = sizes.parameters and sizes.parameter_bytes is not None
+        text.append("\nsizes: " + (trace.meta.get("sizes") or ("recorded in the trace" if known
+                                                                 else f"unknown ({hint})")))
     return text
 
 

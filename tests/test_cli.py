@@ -202,7 +202,9 @@ def test_unknown_format(tmp_path):
     path.write_text("hello world\nthis is prose\n")
     assert_error(run("inspect", path), f"{path}:1:", "--format", "chainer", "tf-schedule")
     path.write_text('{"traceEvents": []}\n')
-    assert_error(run("inspect", path), f"{path}:1:", "Kineto")
+    assert_error(run("inspect", path), f"{path}:1:", "no host events", "ProfilerActivity.CPU")
+    path.write_text('[{"ph": "X"}]\n')
+    assert_error(run("inspect", path), f"{path}:1:", "JSON list", "traceEvents", "--format")
 
 
 def test_missing_file_and_directory(tmp_path):

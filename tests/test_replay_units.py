@@ -8,7 +8,7 @@ from tracecli.errors import CalibrationError
 from tracecli.planning import StrategyOptions, make_plan, resolve_cost_model
 from tracecli.planning.base import Grad
 from tracecli.planning.plan import PlanInput
-from tracecli.replay.fit import fit_ring
+from tracecli.planning.fit import fit_ring
 from tracecli.replay.jobs import ReplayJob, Sweep
 from tracecli.replay.report import calibration_report, percentile, replay_report
 

@@ -18,10 +18,14 @@ from rich.console import Console
 from . import __version__
 from .analysis import readiness, size_report
 from .analysis.compute import DEVICES
-from .errors import TraceCliError
+from .errors import PlanError, TraceCliError
 from .parsers import FORMATS, LoadOptions, load
-from .pipeline import ComputeRequest, CostRequest, compare_trace, gradient_details, inputs, plan_trace, replay_job
+from .pipeline import (
+    DEFAULT_GPUS, ComputeRequest, CostRequest, as_run, compare_trace, gradient_details, inputs,
+    plan_trace, replay_job,
+)
 from .planning import NETWORKS, STRATEGIES, StrategyOptions
+from .planning.asrun import AS_RUN
 from .planning.costmodel import ALGORITHMS
 from .render import jsonout, plans, tables
 from .units import parse_size
@@ -115,8 +119,9 @@ compute_options = options(
     click.option("--backward-ms", type=click.FloatRange(min=0), help="Measured backward time "
                  "(required for op lists without --op-times; rescales estimates)."),
     click.option("--forward-ms", type=click.FloatRange(min=0), help="Measured forward time."),
-    click.option("--update-ms", type=click.FloatRange(min=0), default=0.0,
-                 help="Optimizer update time after the last all-reduce."),
+    click.option("--update-ms", type=click.FloatRange(min=0),
+                 help="Optimizer update time after the last all-reduce, ms (default: the "
+                 "trace's optimizer step where it records one, else 0)."),
 )
 
 def gpus_option(default: int, help: str):
@@ -135,11 +140,16 @@ network_options = options(
                  help="Per-bucket launch overhead (us)."),
     click.option("--calibration", metavar="FILE", help="Cost model from tracecli calibrate --out."),
 )
-cost_options = options(gpus_option(8, "Data-parallel ranks."), network_options)
+cost_options = options(
+    click.option("--gpus", type=click.IntRange(min=1), help="Data-parallel ranks to plan for "
+                 f"(default: the calibration's ranks, else the trace's world size, else "
+                 f"{DEFAULT_GPUS})."),
+    network_options)
 
 strategy_options = options(
-    click.option("--strategy", type=click.Choice(list(STRATEGIES)), default="size",
-                 show_default=True, help="How to group gradients into buckets."),
+    click.option("--strategy", type=click.Choice(list(STRATEGIES) + [AS_RUN]), default="size",
+                 show_default=True, help="How to group gradients into buckets (observed: the "
+                 "buckets a profiled run used, with its measured times)."),
     click.option("--max-bytes", type=SIZE, help="Bucket cap (size, ddp: bucket_cap; horovod: "
                  "fusion threshold; optimal: optional cap). E.g. 32k, 25MiB."),
     click.option("--first-bucket-bytes", type=SIZE, help="ddp: first bucket cap (default as "
@@ -171,9 +181,12 @@ def cost_from(kw) -> CostRequest:
 
 
 def load_options(func):
+    func = click.option("--step", type=click.IntRange(min=0), metavar="K",
+                        help="Profiler traces: use ProfilerStep#K (default: the last step with "
+                        "a backward pass).")(func)
     func = click.option("--sizes", "sizes", metavar="FILE",
-                        help="Sizes sidecar for a TensorFlow op list (default: TRACE.sizes.json "
-                        "beside the trace).")(func)
+                        help="Sizes sidecar: shapes for a TensorFlow op list, parameter names "
+                        "for a profiler trace (default: TRACE.sizes.json beside the trace).")(func)
     func = click.option("--format", "fmt", type=click.Choice(FORMATS),
                         help="Trace format (default: detected from the content).")(func)
     return func
@@ -182,13 +195,14 @@ def load_options(func):
 BIG_TRACE_BYTES = 8 * 1024 * 1024  # a progress bar for traces that take seconds to parse
 
 
-def _load(trace: str, fmt: Optional[str], sizes: Optional[str], quiet: bool = False):
+def _load(trace: str, fmt: Optional[str], sizes: Optional[str], step: Optional[int] = None,
+          quiet: bool = False):
     try:
-        big = os.path.getsize(trace) >= BIG_TRACE_BYTES
+        big = trace != "-" and os.path.getsize(trace) >= BIG_TRACE_BYTES
     except OSError:
         big = False  # load() says what is wrong with the path
     with progress_bar(big and not quiet) as progress:
-        return load(trace, LoadOptions(format=fmt, sizes=sizes, progress=progress))
+        return load(trace, LoadOptions(format=fmt, sizes=sizes, step=step, progress=progress))
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -208,9 +222,9 @@ def cli(ctx: click.Context, debug: bool) -> None:
 @click.option("--per-gradient", is_flag=True, help="One readiness row per gradient, not per layer.")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON document (DESIGN 5).")
 @compute_options
-def inspect(trace, fmt, sizes, top, per_gradient, as_json, **kw):
+def inspect(trace, fmt, sizes, step, top, per_gradient, as_json, **kw):
     """What is in a step: ops, tensors, parameters, readiness order, sizes."""
-    t = _load(trace, fmt, sizes, quiet=as_json)
+    t = _load(trace, fmt, sizes, step, quiet=as_json)
     ready = readiness(t)
     report = size_report(t, ready)
     details, source = gradient_details(t, ready, compute_from(kw))
@@ -231,9 +245,9 @@ def inspect(trace, fmt, sizes, top, per_gradient, as_json, **kw):
 @click.option("-o", "--output", "output", required=True, metavar="FILE",
               help="Where to write ('-' for stdout).")
 @click.option("--force", is_flag=True, help="Overwrite FILE if it exists.")
-def export(trace, fmt, sizes, to, output, force):
+def export(trace, fmt, sizes, step, to, output, force):
     """Write the trace graph for other tools (GraphML or node-link JSON)."""
-    t = _load(trace, fmt, sizes)
+    t = _load(trace, fmt, sizes, step)
     if to == "json":
         text = jsonout.dumps(t.node_link())
     else:
@@ -256,15 +270,17 @@ def export(trace, fmt, sizes, to, output, force):
 @click.option("--out", metavar="PLAN.json", help="Write the plan file replay reads with --plan.")
 @click.option("--chrome-trace", metavar="FILE", help="Write a Chrome/Perfetto timeline.")
 @click.option("--force", is_flag=True, help="Overwrite --out / --chrome-trace files.")
-def plan_buckets(trace, fmt, sizes, do_compare, top, as_json, out, chrome_trace, force, **kw):
+def plan_buckets(trace, fmt, sizes, step, do_compare, top, as_json, out, chrome_trace, force, **kw):
     """Group gradients into all-reduce buckets and predict the step's timeline."""
-    t = _load(trace, fmt, sizes, quiet=as_json)
+    t = _load(trace, fmt, sizes, step, quiet=as_json)
     strategy = strategy_from(kw)
-    cost = cost_from(kw).model()
+    cost = cost_from(kw)
     if do_compare:
         planned = compare_trace(t, strategy, compute_from(kw), cost)
     else:
         planned = plan_trace(t, kw["strategy"], strategy, compute_from(kw), cost)
+    for notice in planned.notices:
+        _notice(notice)
     plan = planned.plan
     doc = jsonout.plan_doc(plan)
     if out:
@@ -346,8 +362,8 @@ launch_options = options(
 @click.option("--out", metavar="FILE", help="Write the JSON report to FILE.")
 @click.option("--chrome-trace", metavar="FILE", help="Predicted and measured tracks side by side.")
 @click.option("--force", is_flag=True, help="Overwrite --out / --chrome-trace files.")
-def replay(trace, fmt, sizes, plan_file, iters, warmup, baseline, top, as_json, out, chrome_trace,
-           force, **kw):
+def replay(trace, fmt, sizes, step, plan_file, iters, warmup, baseline, top, as_json, out,
+           chrome_trace, force, **kw):
     """Run the plan with real all-reduces on real ranks and compare with the prediction."""
     from .replay import FixedPlan, Launch, run_replay
     from .replay.launcher import in_torchrun, resolve_backend
@@ -364,7 +380,16 @@ def replay(trace, fmt, sizes, plan_file, iters, warmup, baseline, top, as_json, 
     elif trace is None:
         raise click.UsageError("pass TRACE, or --plan PLAN.json")
     else:
-        _, _, inp = inputs(_load(trace, fmt, sizes, quiet=as_json or quiet), compute_from(kw))
+        t = _load(trace, fmt, sizes, step, quiet=as_json or quiet)
+        if kw["strategy"] == AS_RUN:
+            plan = as_run(t, compute_from(kw), CostRequest(world)).plan
+            if not all(b.members for b in plan.buckets):
+                raise PlanError(t.path, None, "the run's buckets are not all matched to its "
+                                "gradients (see plan-buckets --strategy observed); cannot replay them")
+            inp = plan.inp
+            fixed = FixedPlan(tuple(b.members for b in plan.buckets), AS_RUN)
+        else:
+            _, _, inp = inputs(t, compute_from(kw))
     cost = CostRequest(world, kw["network"], kw["algorithm"], kw["alpha_us"], kw["bandwidth_gbps"],
                        kw["launch_us"], kw["calibration"])
     job = replay_job(inp, kw["strategy"], strategy_from(kw), cost, iters, warmup, fixed, baseline)

@@ -1,14 +1,23 @@
-"""Reading the small JSON files users hand us (timings, plans, profiles), errors by line."""
+"""Reading the small JSON files users hand us (timings, plans, profiles), errors by line.
+
+Every document is read through :mod:`tracecli.inputfile` (bounded, ``-`` for stdin,
+FIFOs never block in open) and decoded strictly: no ``NaN``/``Infinity``, no duplicate
+keys hiding a value, no integers of more than 4,300 digits.
+"""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 from .errors import TraceCliError
+from .inputfile import open_input
 
-__all__ = ["read_json"]
+__all__ = ["read_json", "MAX_JSON_BYTES"]
+
+MAX_JSON_BYTES = 256 << 20
 
 
 def read_json(path: str | Path, error: type[TraceCliError], what: str) -> Any:
@@ -17,16 +26,28 @@ def read_json(path: str | Path, error: type[TraceCliError], what: str) -> Any:
     >>> read_json("/nonexistent.json", TraceCliError, "plan file")
     Traceback (most recent call last):
     ...
-    tracecli.errors.TraceCliError: /nonexistent.json: cannot read plan file: No such file or directory
+    tracecli.errors.TraceCliError: /nonexistent.json: no such file
     """
+    from .parsers._jsonstream import strict_decoder
+
     path = str(path)
+    data = open_input(path, error, what, MAX_JSON_BYTES).read()
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise error(path, 1, f"not UTF-8 text; a {what} is JSON") from None
-    except OSError as exc:
-        raise error(path, None, f"cannot read {what}: {exc.strerror or exc}") from None
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise error(path, data.count(b"\n", 0, exc.start) + 1, f"not UTF-8 text; a {what} is JSON") from None
+    try:
+        return strict_decoder().decode(text)
     except json.JSONDecodeError as exc:
         raise error(path, exc.lineno, f"invalid JSON: {exc.msg}") from None
     except RecursionError:
         raise error(path, 1, "invalid JSON: nested too deeply") from None
+    except ValueError as exc:  # duplicate keys, NaN/Infinity, integers of 4,300+ digits
+        message = str(exc)
+        match = re.search(r"duplicate key '(.*)' in one object", message)
+        line = 1
+        if match:  # the line of the key's second appearance
+            spots = [m.start() for m in re.finditer(re.escape(json.dumps(match.group(1))) + r"\s*:", text)]
+            if len(spots) > 1:
+                line = text.count("\n", 0, spots[1]) + 1
+        raise error(path, line, f"invalid JSON: {message[:100]}") from None

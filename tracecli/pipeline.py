@@ -1,25 +1,35 @@
 """The whole chain for one request: trace -> readiness -> compute times -> plan.
 
-The CLI and replay call this; each step stays a pure function in its own package.
+The CLI and replay call this; each step stays a pure function in its own package. What
+the user should hear about (a fallback, an ignored option) comes back as ``notices``;
+the library never prints.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Optional
+from dataclasses import dataclass, field, replace
+from typing import Optional, Union
 
 from .analysis import readiness
 from .analysis.compute import ComputeProfile, compute_profile, load_op_times
+from .analysis.observed import ObservedRun, measured_allreduces, observed_run
 from .analysis.readiness import Readiness
 from .analysis.shapes import infer_shapes
-from .errors import PlanError
+from .errors import CalibrationError, PlanError
 from .model import ComputeSource, Trace
 from .planning import CostModel, PlanInput, StrategyOptions, compare, make_plan, resolve_cost_model
+from .planning.asrun import AS_RUN, MeasuredBucket, as_run_plan, as_run_prediction
+from .planning.base import Grad
+from .planning.costmodel import load_calibration
+from .planning.fit import fit_ring
 from .planning.inputs import plan_input
 from .planning.plan import BucketPlan, CompareRow
 
 __all__ = ["ComputeRequest", "CostRequest", "Planned", "plan_trace", "compare_trace",
-           "prepare", "inputs", "gradient_details", "replay_job"]
+           "prepare", "inputs", "gradient_details", "replay_job", "resolve_cost", "trace_cost",
+           "as_run", "DEFAULT_GPUS"]
+
+DEFAULT_GPUS = 8
 
 
 @dataclass(frozen=True)
@@ -28,12 +38,15 @@ class ComputeRequest:
     op_times: Optional[str] = None
     backward_ms: Optional[float] = None
     forward_ms: Optional[float] = None
-    update_ms: float = 0.0
+    update_ms: Optional[float] = None  # None: the trace's optimizer step, else 0
 
 
 @dataclass(frozen=True)
 class CostRequest:
-    gpus: int = 8
+    """What the user asked of the cost model; ``gpus=None`` takes the calibration's or the
+    trace's rank count, else 8."""
+
+    gpus: Optional[int] = None
     network: Optional[str] = None
     algorithm: str = "ring"
     alpha_us: Optional[float] = None
@@ -41,9 +54,78 @@ class CostRequest:
     launch_us: float = 0.0
     calibration: Optional[str] = None
 
-    def model(self) -> CostModel:
-        return resolve_cost_model(self.gpus, self.network, self.alpha_us, self.bandwidth_gbps,
-                                  self.calibration, self.algorithm, self.launch_us)
+    @property
+    def explicit(self) -> bool:
+        """True when it names an interconnect (profile, preset or overrides)."""
+        return any(v is not None for v in (self.calibration, self.network, self.alpha_us,
+                                           self.bandwidth_gbps))
+
+    def model(self, default_gpus: int = DEFAULT_GPUS) -> CostModel:
+        return resolve_cost(None, self, default_gpus)[0]
+
+
+def trace_cost(trace: Trace, gpus: int, algorithm: str = "ring",
+               launch_us: float = 0.0) -> tuple[Optional[CostModel], Optional[str]]:
+    """alpha-beta fitted to the gradient all-reduces the trace measured, or why not."""
+    points, ranks, backend = measured_allreduces(trace)
+    if not points:
+        return None, None
+    sizes = sorted({n for n, _ in points})
+    if ranks is None or ranks < 2:
+        return None, ("the trace does not say how many ranks its all-reduces spanned; "
+                      "cannot fit the cost model to them")
+    if len(sizes) < 2:
+        return None, (f"the trace's {len(points)} gradient all-reduces have {len(sizes)} "
+                      "distinct size: too few to fit latency and bandwidth")
+    try:
+        fit = fit_ring(points, ranks)
+    except CalibrationError as exc:
+        return None, f"cannot fit the trace's all-reduces: {exc.message}"
+    source = (f"fitted to {len(points)} gradient all-reduces in the trace ({len(sizes)} sizes, "
+              f"{ranks} ranks{', ' + backend if backend else ''}): R²={fit.r2:.4f}, "
+              f"MAPE {fit.mape_pct:.1f}%")
+    quality = {"r2": fit.r2, "mape_pct": fit.mape_pct, "points": len(points), "sizes": len(sizes),
+               "ranks": ranks, "poor": fit.poor}
+    poor = None
+    if fit.poor:
+        poor = (f"the alpha-beta fit to the trace's all-reduces is poor (R²={fit.r2:.2f}, MAPE "
+                f"{fit.mape_pct:.0f}%): recorded times include waiting for the slowest rank, so "
+                "predictions are rough; tracecli calibrate measures this machine cleanly")
+    return CostModel("trace", fit.alpha_us, fit.bandwidth_gbps, gpus, algorithm, launch_us,
+                     source, quality), poor
+
+
+def resolve_cost(trace: Optional[Trace], request: CostRequest,
+                 default_gpus: int = DEFAULT_GPUS) -> tuple[CostModel, list[str]]:
+    """The cost model for ``request``: a calibration profile, a preset or overrides when
+    given; else fitted to the trace's own all-reduces when it has them; else the default
+    preset. Returns it with the notices the user should see."""
+    notices: list[str] = []
+    if request.calibration is not None and request.network is not None:
+        raise PlanError(None, None, "pass --calibration or --network, not both")
+    profile = load_calibration(request.calibration) if request.calibration else None
+    gpus = request.gpus
+    if gpus is None:
+        if profile is not None:
+            gpus = profile.gpus
+        elif trace is not None and trace.step is not None and trace.step.world_size:
+            gpus = trace.step.world_size
+        else:
+            gpus = default_gpus
+    elif profile is not None and profile.gpus != gpus:
+        notices.append(f"{request.calibration} was measured on {profile.gpus} ranks; predicting "
+                       f"{gpus} ranks from its latency and bandwidth")
+    if not request.explicit and trace is not None:
+        model, why = trace_cost(trace, gpus, request.algorithm, request.launch_us)
+        if model is not None:
+            return model, notices + ([why] if why else [])
+        if why:
+            notices.append(why + "; using the nvlink-h100 preset (pass --network or "
+                           "--calibration)")
+    model = resolve_cost_model(gpus, request.network, request.alpha_us, request.bandwidth_gbps,
+                               request.calibration, request.algorithm, request.launch_us,
+                               profile=profile)
+    return model, notices
 
 
 @dataclass(frozen=True)
@@ -55,50 +137,131 @@ class Planned:
     cost: CostModel
     plan: Optional[BucketPlan] = None
     rows: list[CompareRow] = field(default_factory=list)
+    notices: tuple[str, ...] = ()
+    as_run: Optional[BucketPlan] = None  # what the traced run did, measured
 
     def backward_names(self) -> list[tuple[str, float]]:
         """(op name, ms) of the backward ops in execution order, for timelines."""
         return [(self.trace.op(op_id).name, ms) for op_id, ms in self.profile.backward]
 
 
+def _profile(trace: Trace, ready: Readiness, compute: ComputeRequest) -> ComputeProfile:
+    times = load_op_times(compute.op_times) if compute.op_times else None
+    return compute_profile(trace, ready, compute.device, times, compute.backward_ms,
+                           compute.forward_ms)
+
+
+def _update(compute: ComputeRequest, profile: ComputeProfile) -> float:
+    if compute.update_ms is not None:
+        return compute.update_ms
+    return profile.update_ms or 0.0
+
+
 def inputs(trace: Trace, compute: ComputeRequest) -> tuple[Readiness, ComputeProfile, PlanInput]:
     """Readiness, compute profile and the planner's input for ``trace``."""
     ready = readiness(trace)
-    times = load_op_times(compute.op_times) if compute.op_times else None
-    profile = compute_profile(trace, ready, compute.device, times, compute.backward_ms,
-                              compute.forward_ms)
-    return ready, profile, plan_input(trace, ready, profile, compute.update_ms)
+    profile = _profile(trace, ready, compute)
+    return ready, profile, plan_input(trace, ready, profile, _update(compute, profile))
 
 
-def prepare(trace: Trace, compute: ComputeRequest, cost: CostModel) -> Planned:
+def _cost(trace: Trace, cost: Union[CostModel, CostRequest]) -> tuple[CostModel, list[str]]:
+    return resolve_cost(trace, cost) if isinstance(cost, CostRequest) else (cost, [])
+
+
+def prepare(trace: Trace, compute: ComputeRequest, cost: Union[CostModel, CostRequest]) -> Planned:
+    model, notices = _cost(trace, cost)
     ready, profile, inp = inputs(trace, compute)
-    return Planned(trace, ready, profile, inp, cost)
+    return Planned(trace, ready, profile, inp, model, notices=tuple(notices))
+
+
+def as_run(trace: Trace, compute: ComputeRequest, cost: Union[CostModel, CostRequest]) -> Planned:
+    """The plan the traced run used (``--strategy observed``), measured."""
+    model, notices = _cost(trace, cost)
+    ready = readiness(trace)
+    profile = _profile(trace, ready, compute)
+    run = observed_run(trace, ready)
+    if not run.buckets:
+        raise PlanError(trace.path, None, "no as-run plan: " + "; ".join(
+            run.problems or ("the trace records no gradient all-reduce",)))
+    if any(b.collective.start_ms is None for b in run.buckets):
+        raise PlanError(trace.path, None, "the trace does not record when its all-reduces ran; "
+                        "profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]")
+    update = _update(compute, profile)
+    if all(g.nbytes is not None for g in ready.gradients):
+        inp = plan_input(trace, ready, profile, update)
+        buckets = [_measured(b, inp, b.members or ()) for b in run.buckets]
+    else:
+        inp, buckets = _bucket_level(trace, ready, profile, run, update)
+    plan = as_run_plan(inp, buckets, model, run.problems)
+    return Planned(trace, ready, profile, inp, model, plan, notices=tuple(notices), as_run=plan)
+
+
+def _measured(b, inp: PlanInput, members: tuple[int, ...]) -> MeasuredBucket:
+    c = b.collective
+    nbytes = c.nbytes if c.nbytes is not None else sum(inp.grads[i].nbytes for i in members)
+    dtype = c.dtype or (inp.grads[members[0]].dtype if members else "float32")
+    return MeasuredBucket(members, nbytes, dtype, c.launch_ms, c.start_ms, c.end_ms)
+
+
+def _bucket_level(trace: Trace, ready: Readiness, profile: ComputeProfile, run: ObservedRun,
+                  update: float) -> tuple[PlanInput, list[MeasuredBucket]]:
+    """Without gradient sizes: one planning unit per as-run bucket (its all-reduce's size)."""
+    times = profile.ready_times()
+    grads, buckets = [], []
+    for k, b in enumerate(run.buckets):
+        c = b.collective
+        if c.nbytes is None or not b.members:
+            raise PlanError(trace.path, None, "the trace records neither gradient shapes nor "
+                            "all-reduce sizes; " + trace.abilities.sizes_hint)
+        first, last = ready.gradients[b.members[0]], ready.gradients[b.members[-1]]
+        at = max(times[min(ready.gradients[i].backward_position, len(times) - 1)] for i in b.members)
+        label = f"bucket{k}({len(b.members)} grads: {first.name}..{last.name})"
+        grads.append(Grad(label, c.nbytes, c.dtype or "float32", c.elements, at, k))
+        buckets.append(MeasuredBucket((k,), c.nbytes, c.dtype or "float32", c.launch_ms,
+                                      c.start_ms, c.end_ms))
+    source = profile.source + "; gradients grouped by the run's buckets (sizes per gradient unknown)"
+    inp = PlanInput(tuple(grads), profile.forward_ms, profile.backward_end_ms, update, source)
+    return inp, buckets
 
 
 def plan_trace(trace: Trace, strategy: str, options: StrategyOptions, compute: ComputeRequest,
-               cost: CostModel) -> Planned:
+               cost: Union[CostModel, CostRequest]) -> Planned:
+    if strategy == AS_RUN:
+        return as_run(trace, compute, cost)
     planned = prepare(trace, compute, cost)
-    return Planned(**{**planned.__dict__, "plan": make_plan(planned.inp, strategy, options, cost)})
+    return replace(planned, plan=make_plan(planned.inp, strategy, options, planned.cost))
 
 
 def compare_trace(trace: Trace, options: StrategyOptions, compute: ComputeRequest,
-                  cost: CostModel) -> Planned:
+                  cost: Union[CostModel, CostRequest]) -> Planned:
+    """Every strategy and each framework tuned; on a trace that recorded its collectives,
+    the as-run plan (measured) first."""
     planned = prepare(trace, compute, cost)
-    rows = compare(planned.inp, cost, options)
-    return Planned(**{**planned.__dict__, "plan": rows[0].plan, "rows": rows})
+    rows = compare(planned.inp, planned.cost, options)
+    run = None
+    if trace.collectives():
+        try:
+            run = as_run(trace, compute, planned.cost).plan
+        except PlanError as exc:
+            planned = replace(planned, notices=planned.notices + (f"no as-run row: {exc.message}",))
+    if run is not None:
+        rows = [CompareRow("as run (measured)", run)] + rows
+        if all(b.members for b in run.buckets):
+            rows.insert(1, CompareRow("as run (model)", as_run_prediction(run)))
+    return replace(planned, plan=rows[1].plan if run is not None else rows[0].plan, rows=rows,
+                   as_run=run)
 
 
 def gradient_details(trace: Trace, ready: Readiness, compute: ComputeRequest) -> tuple[dict, Optional[str]]:
-    """Per gradient: its inferred shape (Chainer) and estimated ready time (ms).
+    """Per gradient: its inferred shape and its ready time (ms) under the compute model.
 
-    Returns ``({tensor id: {"shape", "ready_ms"}}, compute source or None)``. Op lists
-    without ``--backward-ms``/``--op-times`` have no ready times; that is not an error here.
+    Returns ``({tensor id: {"shape", "ready_ms"}}, compute source or None)``. Traces without
+    timings and without ``--backward-ms``/``--op-times`` have no ready times; that is not an
+    error here.
     """
     shapes = infer_shapes(trace).shapes if trace.abilities.infers_shapes else {}
-    times_file = load_op_times(compute.op_times) if compute.op_times else None
     try:
-        profile = compute_profile(trace, ready, compute.device, times_file, compute.backward_ms,
-                                  compute.forward_ms)
+        profile = _profile(trace, ready, compute)
     except PlanError:
         if trace.abilities.compute is not ComputeSource.NONE:
             raise
@@ -121,9 +284,7 @@ def replay_job(inp: PlanInput, strategy: str, options: StrategyOptions, cost: Co
     place first, over sizes up to everything in one bucket."""
     from .replay.jobs import ReplayJob, Sweep
 
-    explicit = any(v is not None for v in (cost.calibration, cost.network, cost.alpha_us,
-                                            cost.bandwidth_gbps))
-    model = cost.model() if explicit else None
+    model = cost.model() if cost.explicit else None
     return ReplayJob(inp, strategy, options, model,
                      model.source if model else "in-place calibration", iters, warmup, fixed,
                      sweep=Sweep.covering(sum(g.nbytes for g in inp.grads)), baseline=baseline)

@@ -70,10 +70,16 @@ class ComputeProfile(NamedTuple):
     backward: tuple[tuple[str, float], ...]  # (op id, ms) in backward execution order
     source: str
     update_ms: Optional[float] = None  # the optimizer step, where the trace records it
+    tail_ms: float = 0.0  # backward work after the last op's end (hooks, the engine's callbacks)
 
     @property
     def backward_ms(self) -> float:
-        return sum(ms for _, ms in self.backward)
+        return sum(ms for _, ms in self.backward) + self.tail_ms
+
+    @property
+    def backward_end_ms(self) -> float:
+        """ms from the step's start when backward is over."""
+        return self.ready_times()[-1] + self.tail_ms
 
     def ready_times(self) -> list[float]:
         """``ready_times()[k]``: ms from step start when ``k`` backward ops have run."""
@@ -178,7 +184,7 @@ def compute_profile(
     order = list(ready.backward_ops)
     dev = DEVICES[device]
     how = trace.abilities.compute
-    update = None
+    update, tail = None, 0.0
     if how is ComputeSource.ROOFLINE:
         costs = op_costs(trace)
         dtype = "float32"
@@ -190,6 +196,8 @@ def compute_profile(
         fwd, est = _measured(trace, order)
         step = trace.step
         update = step.update_ms if step is not None else None
+        if step is not None and step.backward_end_ms is not None:
+            tail = max(step.backward_end_ms - fwd - sum(est.values()), 0.0)
         source = "measured in the trace" + (f" ({step.label})" if step is not None else "")
     else:
         if backward_ms is None and op_times is None:
@@ -237,8 +245,10 @@ def compute_profile(
     elif fwd is None:
         fwd = sum(times.values()) / 2.0
         source += "; forward taken as half of backward (no forward timing)"
+    if backward_ms is not None or (op_times is not None and overridden):
+        tail = 0.0  # the given times replace the recorded ones
     return ComputeProfile(float(fwd), tuple((op_id, float(times[op_id])) for op_id in order), source,
-                          update)
+                          update, tail)
 
 
 def _measured(trace: Trace, order: list[str]) -> tuple[float, dict[str, float]]:

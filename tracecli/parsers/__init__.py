@@ -1,79 +1,135 @@
 """Parsers: a registry of trace formats, detection by content, and :func:`load`.
 
-A parser is a module with ``looks_like(lines) -> bool`` and
-``parse_with(path, lines, options) -> Trace``; adding a format is adding a module and one
-entry in :data:`PARSERS`, never an edit of the others.
+A parser is a :class:`Parser`: ``looks_like(content) -> bool`` and
+``parse(path, content, options) -> Trace``; adding a format is adding a module and one
+entry in :data:`PARSERS`, never an edit of the others. :class:`Content` reads the file
+once, bounded (gzip recognised by its magic bytes, ``-`` for standard input), and gives
+each parser what it needs: the first bytes, the whole text as lines, or a stream.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import BinaryIO, Callable, Optional
 
 from .._gc import gc_paused
 from ..errors import TraceCliError, TraceFormatError, UnknownFormatError
+from ..inputfile import open_input
 from ..model import Trace
-from . import chainer, tf_schedule
-from ._text import read_bytes, read_lines
+from . import chainer, kineto, tf_schedule
+from ._text import decode_lines
+from .kineto_events import read_events
 from .sizes import find_sidecar, load_sizes
 
-__all__ = ["LoadOptions", "Parser", "PARSERS", "FORMATS", "detect_format", "load"]
+__all__ = ["LoadOptions", "Parser", "Content", "PARSERS", "FORMATS", "detect_format", "load",
+           "MAX_TEXT_BYTES"]
 
+MAX_TEXT_BYTES = 1 << 30  # text traces are read whole; profiler traces are streamed
 
 Progress = Callable[[str, int, int], None]
 
 
 @dataclass(frozen=True)
 class LoadOptions:
-    """How to read a trace: force a ``format``; a ``sizes`` sidecar for op lists;
+    """How to read a trace: force a ``format``; a ``sizes`` sidecar (op lists: shapes;
+    profiler traces: parameter names); the profiled ``step`` to use (``ProfilerStep#K``);
     ``progress(stage, done, total)`` called as records are parsed (for a progress bar)."""
 
     format: Optional[str] = None
     sizes: Optional[str] = None
+    step: Optional[int] = None
     progress: Optional[Progress] = field(default=None, compare=False)
+
+
+class Content:
+    """A trace file's content, read on demand and at most once into memory."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.input = open_input(path, TraceFormatError, "trace", MAX_TEXT_BYTES)
+        self._head: Optional[str] = None
+        self._lines: Optional[list[str]] = None
+
+    @property
+    def head(self) -> str:
+        """The first 64 KiB, decoded leniently (for detection only)."""
+        if self._head is None:
+            self._head = self.input.head().decode("utf-8", errors="replace")
+        return self._head
+
+    def lines(self) -> list[str]:
+        """The whole text as lines; binary data, bad UTF-8 and huge lines are errors."""
+        if self._lines is None:
+            self._lines = decode_lines(self.path, self.input.read(binary_ok=True))
+        return self._lines
+
+    def stream(self) -> BinaryIO:
+        return self.input.stream()
 
 
 @dataclass(frozen=True)
 class Parser:
     name: str
     description: str
-    looks_like: Callable[[Sequence[str]], bool]
-    parse: Callable[[str, list[str], LoadOptions], Trace]
+    looks_like: Callable[[Content], bool]
+    parse: Callable[[str, Content, LoadOptions], Trace]
 
 
-def _parse_chainer(path: str, lines: list[str], options: LoadOptions) -> Trace:
+def _no_step(path: str, options: LoadOptions) -> None:
+    if options.step is not None:
+        raise TraceCliError(path, None, "--step picks a ProfilerStep of a PyTorch profiler "
+                            "trace; this trace holds one step")
+
+
+def _parse_chainer(path: str, content: Content, options: LoadOptions) -> Trace:
     if options.sizes:
-        raise TraceCliError(path, None, "--sizes applies to TensorFlow op lists only; a "
-                            "Chainer dump carries its own sizes")
-    return chainer.parse(path, lines, options.progress)
+        raise TraceCliError(path, None, "--sizes applies to TensorFlow op lists and profiler "
+                            "traces; a Chainer dump carries its own sizes")
+    _no_step(path, options)
+    return chainer.parse(path, content.lines(), options.progress)
 
 
-def _parse_tf(path: str, lines: list[str], options: LoadOptions) -> Trace:
-    sizes_path = options.sizes or find_sidecar(path)
-    variables = load_sizes(sizes_path) if sizes_path else None
-    return tf_schedule.parse(path, lines, variables, str(sizes_path) if sizes_path else None,
-                             options.progress)
+def _sidecar(path: str, options: LoadOptions):
+    sizes_path = options.sizes or (find_sidecar(path) if path != "-" else None)
+    return (load_sizes(sizes_path) if sizes_path else None), (str(sizes_path) if sizes_path else None)
+
+
+def _parse_tf(path: str, content: Content, options: LoadOptions) -> Trace:
+    _no_step(path, options)
+    lines = content.lines()
+    variables, sizes_path = _sidecar(path, options)
+    return tf_schedule.parse(path, lines, variables, sizes_path, options.progress)
+
+
+def _parse_kineto(path: str, content: Content, options: LoadOptions) -> Trace:
+    variables, sizes_path = _sidecar(path, options)
+    with content.stream() as stream:
+        events = read_events(stream, path, options.progress)
+    return kineto.build(path, events, options.step, variables, sizes_path)
 
 
 PARSERS: dict[str, Parser] = {
-    "chainer": Parser("chainer", "Chainer forward/backward graph dump", chainer.looks_like,
-                      _parse_chainer),
+    "kineto": Parser("kineto", "PyTorch profiler trace (export_chrome_trace, .json or .json.gz)",
+                     lambda c: kineto.looks_like(c.head), _parse_kineto),
+    "chainer": Parser("chainer", "Chainer forward/backward graph dump",
+                      lambda c: chainer.looks_like(c.head.split("\n", 1)), _parse_chainer),
     "tf-schedule": Parser("tf-schedule", "TensorFlow/Horovod executed op list",
-                          tf_schedule.looks_like, _parse_tf),
+                          lambda c: tf_schedule.looks_like(c.lines()), _parse_tf),
 }
 FORMATS = tuple(PARSERS)
 
 
-def detect_format(path: str, lines: Sequence[str]) -> str:
-    """The registered format whose ``looks_like`` accepts ``lines``."""
+def detect_format(path: str, content: Content) -> str:
+    """The registered format whose ``looks_like`` accepts ``content``."""
     for name, parser in PARSERS.items():
-        if parser.looks_like(lines):
+        if parser.looks_like(content):
             return name
+    lines = content.lines()
     first = next((i for i, line in enumerate(lines) if line.strip()), 0)
     hint = ""
-    if lines and lines[first].lstrip().startswith(("{", "[")):
-        hint = " (JSON traces such as PyTorch profiler/Kineto files are not supported yet)"
+    if lines and lines[first].lstrip().startswith("["):
+        hint = " (a JSON list; profiler traces are JSON objects with \"traceEvents\")"
     raise UnknownFormatError(
         path, first + 1, f"cannot tell the trace format{hint}; pass --format with one of "
         + ", ".join(FORMATS),
@@ -81,7 +137,7 @@ def detect_format(path: str, lines: Sequence[str]) -> str:
 
 
 def load(path: str | Path, options: Optional[LoadOptions] = None) -> Trace:
-    """Read a trace file into a :class:`~tracecli.model.Trace`.
+    """Read a trace file (``-``: standard input) into a :class:`~tracecli.model.Trace`.
 
     >>> trace = load("sample_traces/vgg19_chainer.txt")
     >>> trace.format, len(trace.parameters())
@@ -89,17 +145,16 @@ def load(path: str | Path, options: Optional[LoadOptions] = None) -> Trace:
     """
     options = options or LoadOptions()
     path = str(path)
-    data = read_bytes(path)
-    if not data.strip():
-        raise TraceFormatError(path, 1, "file is empty; pass a Chainer dump or a TensorFlow "
-                               "op list")
-    lines = read_lines(path, data)
     if options.format is not None and options.format not in PARSERS:
         raise UnknownFormatError(path, None, f"unknown format {options.format!r}; use one of "
                                  + ", ".join(FORMATS))
-    name = options.format or detect_format(path, lines)
+    content = Content(path)
+    if not content.head.strip():
+        raise TraceFormatError(path, 1, "file is empty; pass a Chainer dump, a TensorFlow op "
+                               "list or a PyTorch profiler trace")
+    name = options.format or detect_format(path, content)
     with gc_paused():
         try:
-            return PARSERS[name].parse(path, lines, options)
+            return PARSERS[name].parse(path, content, options)
         except RecursionError:
             raise TraceFormatError(path, None, "input is nested too deeply to read") from None

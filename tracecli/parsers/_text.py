@@ -1,32 +1,21 @@
-"""Reading trace files as lines, with binary garbage and encodings reported by line."""
+"""Text traces as lines, with binary garbage, encodings and huge lines reported by line."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from ..errors import TraceFormatError
+from ..units import format_size
 
-__all__ = ["read_lines", "read_bytes"]
+__all__ = ["decode_lines", "MAX_LINE_CHARS"]
 
-
-def read_bytes(path: str | Path) -> bytes:
-    try:
-        return Path(path).read_bytes()
-    except IsADirectoryError:
-        raise TraceFormatError(str(path), None, "is a directory; pass a trace file") from None
-    except FileNotFoundError:
-        raise TraceFormatError(str(path), None, "no such file") from None
-    except OSError as exc:
-        raise TraceFormatError(str(path), None, f"cannot read: {exc.strerror}") from None
+MAX_LINE_CHARS = 1 << 20
 
 
-def read_lines(path: str | Path, data: bytes | None = None) -> list[str]:
-    """The file's lines without line endings (``\\n`` or ``\\r\\n``).
+def decode_lines(path: str, data: bytes) -> list[str]:
+    """The text's lines without line endings (``\\n`` or ``\\r\\n``).
 
-    A NUL byte or bytes that are not UTF-8 mean a binary file: reported at their line.
+    A NUL byte or bytes that are not UTF-8 mean a binary file; a line longer than
+    :data:`MAX_LINE_CHARS` is no trace line. Both are reported at their line.
     """
-    if data is None:
-        data = read_bytes(path)
     nul = data.find(b"\0")
     try:
         text = data.decode("utf-8")
@@ -36,13 +25,16 @@ def read_lines(path: str | Path, data: bytes | None = None) -> list[str]:
     if bad >= 0:
         line = data.count(b"\n", 0, bad) + 1
         raise TraceFormatError(
-            str(path), line, "binary data, not a text trace; pass a Chainer dump or a "
-            "TensorFlow op list"
+            str(path), line, "binary data, not a text trace; pass a Chainer dump, a "
+            "TensorFlow op list or a PyTorch profiler trace"
         )
     if text.startswith("\ufeff"):
         text = text[1:]
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
+    if lines and max(map(len, lines)) > MAX_LINE_CHARS:
+        number = next(i for i, line in enumerate(lines, 1) if len(line) > MAX_LINE_CHARS)
+        raise TraceFormatError(str(path), number, f"a line of more than "
+                               f"{format_size(MAX_LINE_CHARS)}: not a trace line")
     return [line[:-1] if line.endswith("\r") else line for line in lines]
-

@@ -1,8 +1,10 @@
-"""Sizes sidecars: ``TRACE.sizes.json``, the shapes of an op list's trainable variables.
+"""Sizes sidecars: ``TRACE.sizes.json``, a model's parameters with shapes and dtypes.
 
-A JSON list, in trainable-variable order, of
+A JSON list, in the model's own order (TensorFlow: trainable variables; PyTorch:
+``model.named_parameters()``), of
 ``{"name": "conv1_conv/kernel:0", "shape": [7, 7, 3, 64], "dtype": "float32"}``.
-Every entry is checked and reported at its own line.
+Op lists take their sizes from it; profiler traces their parameter names. Every entry is
+checked and reported at its own line.
 """
 
 from __future__ import annotations
@@ -14,11 +16,15 @@ from pathlib import Path
 from typing import NamedTuple, Optional
 
 from ..errors import SizesError, excerpt
+from ..inputfile import open_input
 from ..model import DTYPE_BYTES
-from ._text import read_bytes
+from ._jsonstream import strict_decoder
 
-__all__ = ["Variable", "DTYPE_BYTES", "load_sizes", "find_sidecar", "variable_layer"]
+__all__ = ["Variable", "DTYPE_BYTES", "load_sizes", "find_sidecar", "variable_layer",
+           "MAX_SIDECAR_BYTES", "MAX_ELEMENTS"]
 
+MAX_SIDECAR_BYTES = 256 << 20
+MAX_ELEMENTS = 1 << 48  # no real parameter holds more
 
 
 class Variable(NamedTuple):
@@ -52,23 +58,29 @@ def variable_layer(name: str) -> str:
 
 
 def find_sidecar(trace_path: str | Path) -> Optional[Path]:
-    """``x.sizes.json`` beside ``x.txt`` (or ``x.txt.sizes.json``), if it exists."""
+    """``x.sizes.json`` beside ``x.txt``, ``x.json`` or ``x.json.gz`` (or
+    ``x.txt.sizes.json``), if it exists.
+
+    >>> find_sidecar("sample_traces/resnet50_horovod_tf.txt").name
+    'resnet50_horovod_tf.sizes.json'
+    """
     path = Path(trace_path)
-    for candidate in (path.with_suffix(".sizes.json"), Path(str(path) + ".sizes.json")):
-        if candidate.is_file():
+    stem = path.with_suffix("") if path.suffix == ".gz" else path
+    for candidate in (stem.with_suffix(".sizes.json"), Path(str(path) + ".sizes.json")):
+        if candidate != path and candidate.is_file():
             return candidate
     return None
 
 
 def load_sizes(path: str | Path) -> list[Variable]:
     path = str(path)
-    data = read_bytes(path)
+    data = open_input(path, SizesError, "sizes file", MAX_SIDECAR_BYTES).read()
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         raise SizesError(path, line, "not UTF-8 text; a sizes file is a JSON list") from None
-    decoder = json.JSONDecoder()
+    decoder = strict_decoder()
     pos = _skip(text, 0)
     if pos >= len(text):
         raise SizesError(path, 1, "file is empty; expected a JSON list of "
@@ -87,6 +99,8 @@ def load_sizes(path: str | Path) -> list[Variable]:
                 entry, end = decoder.raw_decode(text, pos)
             except json.JSONDecodeError as exc:
                 raise SizesError(path, exc.lineno, f"invalid JSON: {exc.msg}") from None
+            except ValueError as exc:  # duplicate keys, NaN, integers of 4,300+ digits
+                raise SizesError(path, lines.at(pos), f"invalid JSON: {str(exc)[:80]}") from None
             except RecursionError:
                 raise SizesError(path, _line(text, pos), "invalid JSON: nested too deeply") from None
             variables.append(_variable(path, lines.at(pos), len(variables), entry))
@@ -116,15 +130,19 @@ def _variable(path: str, line: int, index: int, entry) -> Variable:
     name, shape, dtype = entry["name"], entry["shape"], entry["dtype"]
     if not isinstance(name, str) or not name:
         raise SizesError(path, line, f"{where}: name must be a non-empty string")
-    if not isinstance(shape, list) or any(
-        isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in shape
+    if not isinstance(shape, list) or len(shape) > 64 or any(
+        isinstance(d, bool) or not isinstance(d, int) or not 0 <= d <= MAX_ELEMENTS for d in shape
     ):
         raise SizesError(path, line, f"{where} ({excerpt(name)}): shape must be a list of "
                          "non-negative integers")
-    if dtype not in DTYPE_BYTES:
+    if not isinstance(dtype, str) or dtype not in DTYPE_BYTES:
         raise SizesError(path, line, f"{where} ({excerpt(name)}): unknown dtype {excerpt(str(dtype))}; use one of "
                          + ", ".join(sorted(DTYPE_BYTES)))
-    nbytes = math.prod(shape) * DTYPE_BYTES[dtype]
+    elements = math.prod(shape)
+    if elements > MAX_ELEMENTS:
+        raise SizesError(path, line, f"{where} ({excerpt(name)}): shape {excerpt(str(shape))} holds "
+                         "more elements than any real parameter")
+    nbytes = elements * DTYPE_BYTES[dtype]
     return Variable(index, name, tuple(shape), dtype, nbytes, line)
 
 

@@ -61,6 +61,7 @@ class CostModel:
     algorithm: str = "ring"
     launch_us: float = 0.0
     source: str = ""
+    fit: Optional[dict[str, Any]] = None  # quality of a fitted model: r2, mape_pct, points, sizes
 
     @property
     def latency_ms(self) -> float:
@@ -83,9 +84,12 @@ class CostModel:
         return self.latency_ms + self.ms_per_byte * nbytes
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "algorithm": self.algorithm, "gpus": self.gpus,
-                "alpha_us": self.alpha_us, "bandwidth_gbps": self.bandwidth_gbps,
-                "launch_us": self.launch_us, "source": self.source}
+        doc = {"name": self.name, "algorithm": self.algorithm, "gpus": self.gpus,
+               "alpha_us": self.alpha_us, "bandwidth_gbps": self.bandwidth_gbps,
+               "launch_us": self.launch_us, "source": self.source}
+        if self.fit is not None:
+            doc["fit"] = dict(self.fit)
+        return doc
 
 
 def replace_gpus(model: CostModel, gpus: int) -> CostModel:
@@ -102,8 +106,10 @@ def resolve_cost_model(
     algorithm: str = "ring",
     launch_us: float = 0.0,
     default_network: str = "nvlink-h100",
+    profile: Optional[CostModel] = None,
 ) -> CostModel:
-    """The cost model from a calibration profile, else a network preset; overrides last."""
+    """The cost model from a calibration profile (``profile``: one already read), else a
+    network preset; overrides last."""
     if gpus < 1:
         raise PlanError(None, None, f"--gpus must be at least 1, not {gpus}")
     if algorithm not in ALGORITHMS:
@@ -111,7 +117,7 @@ def resolve_cost_model(
     if calibration is not None:
         if network is not None:
             raise PlanError(None, None, "pass --calibration or --network, not both")
-        model = load_calibration(calibration)
+        model = profile if profile is not None else load_calibration(calibration)
         model = replace(model, gpus=gpus, launch_us=launch_us or model.launch_us,
                         algorithm=algorithm if algorithm != "ring" else model.algorithm)
     else:

@@ -48,4 +48,4 @@ def plan_input(trace: Trace, ready: Readiness, profile: ComputeProfile,
              times[min(g.backward_position, len(times) - 1)], order.get(g.tensor_id, i))
         for i, g in enumerate(ready.gradients)
     )
-    return PlanInput(grads, profile.forward_ms, times[-1], update_ms, profile.source)
+    return PlanInput(grads, profile.forward_ms, profile.backward_end_ms, update_ms, profile.source)

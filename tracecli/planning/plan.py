@@ -46,6 +46,8 @@ class BucketPlan:
     timeline: Timeline
     lower_bound_ms: float
     settings: dict[str, Any]
+    notes: tuple[str, ...] = ()  # what the reader must know (unmatched buckets, ...)
+    measured: bool = False  # the timeline was measured (the as-run plan), not predicted
 
     @property
     def buckets(self):
@@ -53,6 +55,60 @@ class BucketPlan:
 
     def tensor_names(self, k: int) -> list[str]:
         return [self.inp.grads[i].name for i in self.timeline.buckets[k].members]
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``plan-buckets --json`` document, also the plan file replay reads."""
+        t, o = self.timeline, self.options
+        doc = {
+            "strategy": self.strategy,
+            "max_bytes": o.max_bytes,
+            "gpus": self.cost.gpus,
+            "cost_model": self.cost.describe(),
+            "options": {
+                "first_bucket_bytes": o.first_bucket_bytes, "cycle_ms": o.cycle_ms, "spec": o.spec,
+                "agg_small_grads_max_bytes": o.agg_small_grads_max_bytes,
+                "agg_small_grads_max_group": o.agg_small_grads_max_group,
+            },
+            "compute": {
+                "source": self.inp.compute_source,
+                "forward_ms": t.forward_ms,
+                "backward_ms": t.backward_end_ms - t.forward_ms,
+                "update_ms": t.update_ms,
+            },
+            "gradients": [
+                {"name": g.name, "bytes": g.nbytes, "dtype": g.dtype, "ready_ms": g.ready_ms}
+                for g in self.inp.grads
+            ],
+            "buckets": [
+                {
+                    "index": b.index,
+                    "tensors": self.tensor_names(b.index),
+                    "bytes": b.nbytes,
+                    "dtype": b.dtype,
+                    "ready_ms": b.ready_ms,
+                    "start_ms": b.start_ms,
+                    "end_ms": b.end_ms,
+                    "duration_ms": b.duration_ms,
+                }
+                for b in t.buckets
+            ],
+            "predicted": {
+                "iteration_ms": t.iteration_ms,
+                "compute_ms": t.compute_ms,
+                "exposed_comm_ms": t.exposed_comm_ms,
+                "comm_ms": t.comm_ms,
+                "overlap_pct": t.overlap_pct,
+                "lower_bound_ms": self.lower_bound_ms,
+                "ratio_to_lower_bound": (t.iteration_ms / self.lower_bound_ms
+                                         if self.lower_bound_ms else None),
+            },
+            "settings": self.settings,
+        }
+        if self.measured:
+            doc["measured_timeline"] = True
+        if self.notes:
+            doc["notes"] = list(self.notes)
+        return doc
 
 
 def make_plan(inp: PlanInput, strategy: str, options: StrategyOptions, cost: CostModel) -> BucketPlan:

@@ -82,6 +82,7 @@ def inspect_doc(trace: Trace, ready: Readiness, sizes: SizeReport,
         "readiness": {"method": ready.method, "backward_ops": len(ready.backward_ops)},
         "gradients": gradients,
         "layers": layers,
+        **_recorded(trace),
         "statistics": {
             "count": sizes.gradients,
             "known": sizes.known,
@@ -98,61 +99,42 @@ def inspect_doc(trace: Trace, ready: Readiness, sizes: SizeReport,
     }
 
 
+def _recorded(trace: Trace) -> dict:
+    """What traces of a real run add: the step, the notes, and the run's collectives."""
+    extra: dict = {}
+    if trace.step is not None:
+        extra["step"] = {k: (list(v) if isinstance(v, tuple) else v)
+                         for k, v in trace.step._asdict().items()}
+    if trace.meta.get("notes"):
+        extra["notes"] = list(trace.meta["notes"])
+    if trace.collectives():
+        extra["collectives"] = [
+            {"step": c.step, "kind": c.kind.value, "elements": c.elements, "bytes": c.nbytes,
+             "dtype": c.dtype, "launch_ms": c.launch_ms, "start_ms": c.start_ms,
+             "end_ms": c.end_ms, "purpose": c.purpose, "group_size": c.group_size}
+            for c in trace.collectives()
+        ]
+    return extra
+
+
 def plan_doc(plan) -> dict:
     """The ``plan-buckets --json`` document, also the plan file replay reads (DESIGN 5)."""
-    t = plan.timeline
-    o = plan.options
-    return {
-        "strategy": plan.strategy,
-        "max_bytes": o.max_bytes,
-        "gpus": plan.cost.gpus,
-        "cost_model": plan.cost.describe(),
-        "options": {
-            "first_bucket_bytes": o.first_bucket_bytes, "cycle_ms": o.cycle_ms, "spec": o.spec,
-            "agg_small_grads_max_bytes": o.agg_small_grads_max_bytes,
-            "agg_small_grads_max_group": o.agg_small_grads_max_group,
-        },
-        "compute": {
-            "source": plan.inp.compute_source,
-            "forward_ms": t.forward_ms,
-            "backward_ms": t.backward_end_ms - t.forward_ms,
-            "update_ms": t.update_ms,
-        },
-        "gradients": [
-            {"name": g.name, "bytes": g.nbytes, "dtype": g.dtype, "ready_ms": g.ready_ms}
-            for g in plan.inp.grads
-        ],
-        "buckets": [
-            {
-                "index": b.index,
-                "tensors": plan.tensor_names(b.index),
-                "bytes": b.nbytes,
-                "dtype": b.dtype,
-                "ready_ms": b.ready_ms,
-                "start_ms": b.start_ms,
-                "end_ms": b.end_ms,
-                "duration_ms": b.duration_ms,
-            }
-            for b in t.buckets
-        ],
-        "predicted": {
-            "iteration_ms": t.iteration_ms,
-            "compute_ms": t.compute_ms,
-            "exposed_comm_ms": t.exposed_comm_ms,
-            "comm_ms": t.comm_ms,
-            "overlap_pct": t.overlap_pct,
-            "lower_bound_ms": plan.lower_bound_ms,
-            "ratio_to_lower_bound": t.iteration_ms / plan.lower_bound_ms if plan.lower_bound_ms else None,
-        },
-        "settings": plan.settings,
-    }
+    return plan.to_json()
 
 
 def compare_doc(rows) -> dict:
-    return {"compare": [
-        {"label": r.label, "strategy": r.plan.strategy, "buckets": len(r.plan.buckets),
-         "iteration_ms": r.plan.timeline.iteration_ms,
-         "exposed_comm_ms": r.plan.timeline.exposed_comm_ms,
-         "overlap_pct": r.plan.timeline.overlap_pct, "settings": r.plan.settings}
-        for r in rows
-    ]}
+    """``--compare --json``: rows best first; a measured as-run row, when the trace has one,
+    comes first and every row then says how it compares with it (``vs_as_run_pct``)."""
+    as_run = rows[0].plan if rows and rows[0].plan.measured else None
+    out = []
+    for r in rows:
+        row = {"label": r.label, "strategy": r.plan.strategy, "buckets": len(r.plan.buckets),
+               "iteration_ms": r.plan.timeline.iteration_ms,
+               "exposed_comm_ms": r.plan.timeline.exposed_comm_ms,
+               "overlap_pct": r.plan.timeline.overlap_pct, "settings": r.plan.settings}
+        if as_run is not None:
+            base = as_run.timeline.iteration_ms
+            row["measured"] = r.plan.measured
+            row["vs_as_run_pct"] = 100.0 * (r.plan.timeline.iteration_ms - base) / base if base else None
+        out.append(row)
+    return {"compare": out}

@@ -62,14 +62,22 @@ def plan_view(plan, top: Optional[int] = None) -> Group:
 
 def compare_view(rows, inp_plan) -> Group:
     table = Table(title="Strategies, best first", title_justify="left")
-    for col in ("strategy", "buckets", "iteration ms", "exposed ms", "hidden", "vs best", "settings"):
+    as_run = rows[0].plan if rows and rows[0].plan.measured else None
+    cols = ["strategy", "buckets", "iteration ms", "exposed ms", "hidden", "vs best"]
+    if as_run is not None:
+        cols.append("vs as run")
+    for col in cols + ["settings"]:
         table.add_column(col, justify="left" if col in ("strategy", "settings") else "right")
-    best = rows[0].plan.timeline.iteration_ms
+    predicted = [r.plan.timeline.iteration_ms for r in rows if not r.plan.measured]
+    best = min(predicted) if predicted else None
     for r in rows:
         t = r.plan.timeline
-        table.add_row(r.label, str(len(r.plan.buckets)), _ms(t.iteration_ms), _ms(t.exposed_comm_ms),
-                      f"{t.overlap_pct:.1f}%", f"{t.iteration_ms / best:.3f}x" if best else "-",
-                      r.plan.settings.get("text", ""))
+        cells = [r.label, str(len(r.plan.buckets)), _ms(t.iteration_ms), _ms(t.exposed_comm_ms),
+                 f"{t.overlap_pct:.1f}%", f"{t.iteration_ms / best:.3f}x" if best else "-"]
+        if as_run is not None:
+            base = as_run.timeline.iteration_ms
+            cells.append(f"{100.0 * (t.iteration_ms - base) / base:+.1f}%" if base else "-")
+        table.add_row(*cells, r.plan.settings.get("text", ""))
     return Group(plan_header(inp_plan), table)
 
 

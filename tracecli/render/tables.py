@@ -44,6 +44,8 @@ def summary(trace: Trace, sizes: SizeReport) -> Text:
         text.append(f", {sizes.parameter_elements:,} elements")
     if sizes.activation_bytes is not None:
         text.append(f"; activations {sizes.activations:,} = {_size(sizes.activation_bytes)}")
+    for note in trace.meta.get("notes") or ():
+        text.append(f"\n{note}")
     hint = trace.abilities.sizes_hint
     if hint:
         known = sizes.parameters and sizes.parameter_bytes is not None
@@ -98,13 +100,34 @@ def readiness_table(ready: Readiness, top: Optional[int], per_gradient: bool,
     return table
 
 
-def statistics_table(sizes: SizeReport) -> Table:
+def collectives_table(trace: Trace, top: Optional[int]) -> Table:
+    """The collectives the traced run executed, step by step (ms from each step's start)."""
+    table = Table(title="Collectives of the run (ms from each step's start)", title_justify="left")
+    for col in ("step", "kind", "purpose", "elements", "bytes", "dtype", "launched", "ran",
+                "ended", "took"):
+        table.add_column(col, justify="left" if col in ("kind", "purpose", "dtype") else "right")
+    rows = []
+    for c in trace.collectives():
+        took = None if c.start_ms is None or c.end_ms is None else c.end_ms - c.start_ms
+        rows.append(["-" if c.step is None else str(c.step), c.kind.value, c.purpose,
+                     "?" if c.elements is None else f"{c.elements:,}", _size(c.nbytes),
+                     c.dtype or "?", format_ms(c.launch_ms), format_ms(c.start_ms),
+                     format_ms(c.end_ms), format_ms(took)])
+    shown, hidden = truncated(rows, top)
+    for row in shown:
+        table.add_row(*row)
+    if hidden:
+        table.caption = f"{hidden} more collectives (--top to show more)"
+    return table
+
+
+def statistics_table(sizes: SizeReport, trace_hint: str = "") -> Table:
     table = Table(title="Gradient sizes", title_justify="left")
     for col in ("count", "min", "median", "mean", "max", "total"):
         table.add_column(col, justify="right")
     if not sizes.known:
         table.add_row(str(sizes.gradients), *["?"] * 5)
-        table.caption = "sizes unknown: pass a sizes sidecar with --sizes FILE"
+        table.caption = "sizes unknown" + (" (see sizes: above)" if trace_hint else "")
         return table
     table.add_row(str(sizes.gradients), _size(sizes.min), _size(sizes.median),
                   _size(sizes.mean), _size(sizes.max), _size(sizes.total))
@@ -127,10 +150,13 @@ def histogram_table(sizes: SizeReport) -> Table:
 def inspect_view(trace: Trace, ready: Readiness, sizes: SizeReport, top: Optional[int] = None,
                  per_gradient: bool = False, details: Optional[dict] = None,
                  compute_source: Optional[str] = None) -> Group:
+    per_gradient = per_gradient or not ready.layers  # no layer names: one row a gradient
     parts = [summary(trace, sizes), readiness_table(ready, top, per_gradient, details)]
     parts.append(Text("ready ms: " + (compute_source or "unknown (pass --backward-ms MS or "
                                                          "--op-times FILE)")))
-    parts.append(statistics_table(sizes))
+    if trace.collectives():
+        parts.append(collectives_table(trace, top))
+    parts.append(statistics_table(sizes, trace.abilities.sizes_hint))
     if sizes.histogram:
         parts.append(histogram_table(sizes))
     if ready.without_gradient:

@@ -10,7 +10,7 @@ import warnings
 # torch's CPU wheel warns on import when numpy is absent; replay never touches numpy.
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy", category=UserWarning)
 
-from .fit import RingFit, fit_ring  # noqa: E402
+from ..planning.fit import RingFit, fit_ring  # noqa: E402
 from .jobs import (  # noqa: E402
     BACKENDS, FAULT_MODES, CalibrationJob, Fault, FixedPlan, Launch, ReplayJob, Sweep,
 )

@@ -9,7 +9,7 @@ from ..planning.costmodel import calibration_doc
 from ..planning.plan import BucketPlan, settings_for
 from ..planning.timeline import lower_bound
 from ..render.jsonout import plan_doc
-from .fit import fit_ring
+from ..planning.fit import fit_ring
 from .jobs import ReplayJob
 
 __all__ = ["replay_report", "calibration_report", "percentile"]

@@ -24,7 +24,7 @@ from ..planning.costmodel import CostModel
 from ..planning.plan import make_plan
 from ..planning.timeline import simulate
 from .emulator import DTYPES, CpuStep, CudaStep, Schedule, fill, verify
-from .fit import fit_ring
+from ..planning.fit import fit_ring
 from .jobs import CalibrationJob, Launch, ReplayJob, Sweep
 
 __all__ = ["spawn_main", "run_rank"]

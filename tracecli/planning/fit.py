@@ -1,4 +1,4 @@
-"""Least-squares fit of the ring all-reduce model to measured times (no torch needed).
+"""Least-squares fit of the ring all-reduce model to measured times (pure; no torch).
 
 ``t(n) = a + b·n`` with ``a = 2(p-1)·alpha`` and ``b = 2(p-1)/p / B``. The fit weights each
 point by ``1/t²`` so small sizes (which fix the latency) count as much as large ones

@@ -1,0 +1,137 @@
+"""The buckets a traced run really used: its gradient all-reduces matched to its gradients.
+
+DDP has no bucket event; each bucket is one all-reduce whose element count is the sum of
+its gradients', launched the moment its last gradient is ready, buckets in order. So, in
+launch order, each gradient all-reduce of the traced step takes the earliest unassigned
+gradients of its dtype (DDP buckets each dtype apart) until their elements add up to
+the all-reduce's; all of them must have been ready before the launch. Without recorded
+shapes the members are the unassigned gradients ready before the launch (DDP's rule), and
+the report says so. An all-reduce that no such run of gradients adds up to (parameters
+without a gradient under ``find_unused_parameters=True``, frozen parameters, a comm hook
+that changes sizes) is reported as unmatched with the reason; matching stops there,
+since every later assignment would rest on a guess.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Optional
+
+from ..model import Collective, Trace
+from .readiness import Readiness
+
+__all__ = ["ObservedBucket", "ObservedRun", "observed_run", "measured_allreduces"]
+
+_SLACK_MS = 1e-6
+
+
+class ObservedBucket(NamedTuple):
+    collective: Collective
+    members: Optional[tuple[int, ...]]  # gradient indices (readiness order); None: unmatched
+    note: Optional[str] = None
+
+
+class ObservedRun(NamedTuple):
+    step: Optional[int]
+    buckets: tuple[ObservedBucket, ...]
+    unassigned: tuple[int, ...]  # gradients in no matched bucket
+    problems: tuple[str, ...]
+    by_sizes: bool  # members checked by element sums (else by launch order only)
+
+    @property
+    def matched(self) -> bool:
+        return bool(self.buckets) and all(b.members is not None for b in self.buckets) \
+            and not self.unassigned
+
+
+def _ready_ms(trace: Trace, ready: Readiness) -> list[float]:
+    times = []
+    for g in ready.gradients:
+        op = trace.op(g.op) if g.op else None
+        if op is None or op.start_ms is None or op.dur_ms is None:
+            times.append(float("inf"))
+        else:
+            times.append(op.start_ms + op.dur_ms)
+    return times
+
+
+def observed_run(trace: Trace, ready: Readiness) -> ObservedRun:
+    """Match the traced step's gradient all-reduces to ``ready.gradients``."""
+    step = trace.step.index if trace.step is not None else None
+    collectives = [c for c in trace.collectives() if c.purpose == "gradients" and c.step == step]
+    grads = ready.gradients
+    ready_at = _ready_ms(trace, ready)
+    by_sizes = all(g.elements is not None and g.dtype is not None for g in grads) and \
+        all(c.elements is not None for c in collectives)
+    queues: dict[Optional[str], list[int]] = {}
+    for i, g in enumerate(grads):  # each dtype's gradients, in readiness order
+        queues.setdefault(g.dtype if by_sizes else None, []).append(i)
+    fronts = {key: 0 for key in queues}
+    assigned: set[int] = set()
+    buckets: list[ObservedBucket] = []
+    problems: list[str] = []
+    failed = False
+    for k, c in enumerate(collectives):
+        if failed:
+            buckets.append(ObservedBucket(c, None, "follows an unmatched all-reduce"))
+            continue
+        key = c.dtype if by_sizes else None
+        queue, front = queues.get(key, []), fronts.get(key, 0)
+        end = front
+        while end < len(queue) and ready_at[queue[end]] <= c.launch_ms + _SLACK_MS:
+            end += 1
+        if not by_sizes:
+            if end == front:
+                failed = True
+                problems.append(f"all-reduce {k} was launched before any unassigned gradient "
+                                "was ready")
+                buckets.append(ObservedBucket(c, None, "no gradient ready before its launch"))
+                continue
+            members = tuple(queue[front:end])
+            fronts[key] = end
+            assigned.update(members)
+            buckets.append(ObservedBucket(c, members, "members from launch order (the trace "
+                                                      "records no shapes)"))
+            continue
+        total, stop = 0, front
+        while stop < end and total < c.elements:
+            total += grads[queue[stop]].elements
+            stop += 1
+        if total == c.elements and stop > front:
+            members = tuple(queue[front:stop])
+            fronts[key] = stop
+            assigned.update(members)
+            buckets.append(ObservedBucket(c, members))
+            continue
+        failed = True
+        available = sum(grads[i].elements for i in queue[front:end])
+        problems.append(
+            f"all-reduce {k} ({c.elements:,} {c.dtype} elements) is no run of the "
+            f"{end - front} unassigned {c.dtype} gradients ready before its launch "
+            f"({available:,} elements): the bucket holds parameters without a gradient this "
+            "step (find_unused_parameters=True, frozen parameters) or a comm hook changes "
+            "its size")
+        buckets.append(ObservedBucket(c, None, "no run of ready gradients adds up to it"))
+    unassigned = tuple(i for i in range(len(grads)) if i not in assigned)
+    if not collectives:
+        problems.append("the traced step has no gradient all-reduce")
+    elif unassigned and not failed:
+        problems.append(f"{len(unassigned)} gradients are in no all-reduce of the step (e.g. "
+                        f"{grads[unassigned[0]].name}): no_sync(), or a comm hook")
+    return ObservedRun(step, tuple(buckets), unassigned, tuple(problems), by_sizes)
+
+
+def measured_allreduces(trace: Trace) -> tuple[list[tuple[int, float]], Optional[int], Optional[str]]:
+    """``(bytes, ms)`` of every gradient all-reduce the trace timed (all its steps), the rank
+    count they spanned, and the backend: the points a cost model can be fitted to."""
+    points, ranks = [], set()
+    for c in trace.collectives():
+        if c.purpose == "gradients" and c.nbytes and c.start_ms is not None and c.end_ms is not None \
+                and c.end_ms > c.start_ms:
+            points.append((c.nbytes, c.end_ms - c.start_ms))
+            if c.group_size:
+                ranks.add(c.group_size)
+    world = trace.step.world_size if trace.step is not None else None
+    count = ranks.pop() if len(ranks) == 1 else world
+    backend = trace.meta.get("distributed", {}).get("backend") if isinstance(
+        trace.meta.get("distributed"), dict) else None
+    return points, count, backend

@@ -1,0 +1,144 @@
+"""Reading what users hand us, bounded: traces, sidecars, timing files, plans, profiles.
+
+One reader for every input, so every input gets the same guarantees:
+
+- ``-`` is standard input; a FIFO with no writer reads as empty instead of blocking in
+  ``open()``; directories and missing files are one-line errors;
+- nothing is read past a limit (an endless ``/dev/zero`` stops at the first chunk, since
+  NUL bytes mean a binary file; an endless text stops at the size limit);
+- gzip is recognised by its magic bytes and decompressed as a stream, bounded too.
+
+Errors are raised as the caller's :class:`~tracecli.errors.TraceCliError` subclass with
+the path, so each file format reports in its own terms.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import stat
+import sys
+import zlib
+from typing import BinaryIO, Callable, Optional
+
+from .errors import TraceCliError
+from .units import format_size
+
+__all__ = ["Input", "open_input", "read_limited", "GZIP_MAGIC", "CHUNK"]
+
+GZIP_MAGIC = b"\x1f\x8b"
+CHUNK = 1 << 20
+
+ErrorType = Callable[[Optional[str], Optional[int], str], TraceCliError]
+
+
+def _open_raw(path: str, error: ErrorType) -> BinaryIO:
+    """The file (or stdin for ``-``) as a binary stream, without ever blocking in open."""
+    if path == "-":
+        return sys.stdin.buffer
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise error(path, None, "no such file") from None
+    except OSError as exc:
+        raise error(path, None, f"cannot read: {exc.strerror}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise error(path, None, "is a directory; pass a file")
+    try:
+        if stat.S_ISFIFO(info.st_mode):
+            # O_NONBLOCK: open returns at once even with no writer; reads then block as
+            # usual and give end-of-file when no process writes.
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+            os.set_blocking(fd, True)
+            return os.fdopen(fd, "rb")
+        return open(path, "rb")
+    except OSError as exc:
+        raise error(path, None, f"cannot read: {exc.strerror}") from None
+
+
+def read_limited(stream: BinaryIO, path: str, limit: int, error: ErrorType, what: str,
+                 binary_ok: bool = False) -> bytes:
+    """Every byte of ``stream``, refusing more than ``limit`` bytes; a NUL byte in the first
+    chunk (``binary_ok`` false) is a binary file, reported before reading on."""
+    parts, total = [], 0
+    while True:
+        try:
+            chunk = stream.read(min(CHUNK, limit + 1 - total))
+        except (OSError, EOFError, zlib.error) as exc:
+            raise error(path, None, f"cannot read {what}: {_reason(exc)}") from None
+        if not chunk:
+            break
+        if not binary_ok and total == 0 and b"\0" in chunk:
+            line = chunk.count(b"\n", 0, chunk.index(b"\0")) + 1
+            raise error(path, line, f"binary data, not a {what}")
+        parts.append(chunk)
+        total += len(chunk)
+        if total > limit:
+            raise error(path, None, f"{what} is larger than the {format_size(limit)} this "
+                        "tool reads; is it the right file?")
+    return b"".join(parts)
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, gzip.BadGzipFile):
+        return f"not valid gzip data ({exc})"
+    if isinstance(exc, EOFError):
+        return "the gzip stream is truncated"
+    if isinstance(exc, zlib.error):
+        return f"corrupt gzip data ({exc})"
+    return getattr(exc, "strerror", None) or str(exc)
+
+
+class Input:
+    """One input file, read once: its (decompressed) bytes on demand, bounded.
+
+    Regular files are reopened for each pass; stdin and pipes are buffered on first read
+    (they cannot be read twice).
+    """
+
+    def __init__(self, path: str, error: ErrorType, what: str, limit: int):
+        self.path = path
+        self.error = error
+        self.what = what
+        self.limit = limit
+        self._buffered: Optional[bytes] = None
+        self._gzip: Optional[bool] = None
+        raw = _open_raw(path, error)
+        try:
+            self._seekable = raw is not sys.stdin.buffer and raw.seekable()
+            if not self._seekable:
+                self._buffered = read_limited(raw, path, limit, error, what, binary_ok=True)
+            else:
+                self._gzip = raw.read(2) == GZIP_MAGIC
+        finally:
+            if raw is not sys.stdin.buffer:
+                raw.close()
+
+    @property
+    def gzipped(self) -> bool:
+        if self._gzip is None:
+            self._gzip = bool(self._buffered and self._buffered[:2] == GZIP_MAGIC)
+        return self._gzip
+
+    def stream(self) -> BinaryIO:
+        """A fresh binary stream of the content, decompressed if it is gzip."""
+        raw = io.BytesIO(self._buffered) if self._buffered is not None else _open_raw(self.path, self.error)
+        return gzip.GzipFile(fileobj=raw, mode="rb") if self.gzipped else raw
+
+    def head(self, size: int = 64 * 1024) -> bytes:
+        """The first ``size`` bytes of the content (decompressed)."""
+        with self.stream() as s:
+            try:
+                return s.read(size)
+            except (OSError, EOFError, zlib.error) as exc:
+                raise self.error(self.path, None, f"cannot read {self.what}: {_reason(exc)}") from None
+
+    def read(self, binary_ok: bool = False) -> bytes:
+        """The whole content (decompressed), within the limit."""
+        with self.stream() as s:
+            return read_limited(s, self.path, self.limit, self.error, self.what, binary_ok)
+
+
+def open_input(path: str, error: ErrorType, what: str, limit: int) -> Input:
+    return Input(str(path), error, what, limit)

@@ -1,0 +1,199 @@
+"""The events of a PyTorch profiler (Kineto) trace that tracecli uses, checked and compact.
+
+Reads ``export_chrome_trace`` output as a stream (see :mod:`._jsonstream`) and keeps, as
+small records, only what the analyses need: host ops and annotations (``cpu_op``,
+``user_annotation``), collective kernels (``nccl*``), the CUDA runtime calls that launch
+them (to pair a kernel with its host op), and ``fwdbwd`` flows. Every kept event is checked
+where it is read: ``ts`` and ``dur`` finite, non-negative numbers, ``Input Dims`` lists of
+non-negative integers; a bad one is reported at its line.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO, Callable, NamedTuple, Optional
+
+from ..errors import TraceFormatError, excerpt
+from ._jsonstream import iter_trace
+
+__all__ = ["Event", "Flow", "KinetoEvents", "read_events", "torch_dtype", "COMM_ARGS"]
+
+# args kept for the events that need them (collectives, gradient accumulation)
+COMM_ARGS = ("Collective name", "In msg nelems", "Out msg nelems", "dtype", "Group size",
+             "Process Group Name")
+_SHAPE_ARGS = ("Input Dims", "Input type")
+_KEEP_CATS = frozenset({"cpu_op", "user_annotation"})
+MAX_DIM = 1 << 48  # no real tensor dimension is larger
+MAX_EVENTS = 50_000_000
+
+# The spellings torch's profiler uses in "Input type" (C++ type names) and in the
+# "dtype" of collectives (ScalarType names), mapped to torch's Python names.
+_DTYPES = {
+    "float": "float32", "double": "float64", "c10::Half": "float16", "c10::BFloat16": "bfloat16",
+    "long int": "int64", "long": "int64", "int": "int32", "short int": "int16", "short": "int16",
+    "signed char": "int8", "unsigned char": "uint8", "bool": "bool",
+    "c10::complex<float>": "complex64", "c10::complex<double>": "complex128",
+    "c10::Float8_e4m3fn": "float8_e4m3fn", "c10::Float8_e5m2": "float8_e5m2",
+    "Float": "float32", "Double": "float64", "Half": "float16", "BFloat16": "bfloat16",
+    "Long": "int64", "Int": "int32", "Short": "int16", "Char": "int8", "Byte": "uint8",
+    "Bool": "bool", "ComplexFloat": "complex64", "ComplexDouble": "complex128",
+    "Float8_e4m3fn": "float8_e4m3fn", "Float8_e5m2": "float8_e5m2",
+}
+
+
+def torch_dtype(spelling: Any) -> Optional[str]:
+    """torch's name for a profiler dtype spelling; ``None`` if unknown.
+
+    >>> torch_dtype("c10::BFloat16"), torch_dtype("Float"), torch_dtype("long int")
+    ('bfloat16', 'float32', 'int64')
+    """
+    return _DTYPES.get(spelling) if isinstance(spelling, str) else None
+
+
+class Event(NamedTuple):
+    """A complete (``ph: X``) event: times in microseconds as recorded."""
+
+    name: str
+    cat: str
+    tid: Any
+    ts: float
+    dur: float
+    line: int
+    args: Optional[dict] = None
+
+    @property
+    def end(self) -> float:
+        return self.ts + self.dur
+
+
+class Flow(NamedTuple):
+    id: Any
+    phase: str  # "s" (start, at the forward op) or "f" (finish, at the backward op)
+    tid: Any
+    ts: float
+
+
+@dataclass
+class KinetoEvents:
+    host: list[Event] = field(default_factory=list)  # cpu_op and user_annotation
+    kernels: list[Event] = field(default_factory=list)  # collective kernels
+    launches: dict[Any, tuple[Any, float]] = field(default_factory=dict)  # correlation -> (tid, ts)
+    flows: list[Flow] = field(default_factory=list)
+    top: dict[str, Any] = field(default_factory=dict)  # distributedInfo, schemaVersion, ...
+    events: int = 0
+
+
+def _number(value, path: str, line: int, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TraceFormatError(path, line, f"{what} must be a number, not {excerpt(repr(value))}")
+    value = float(value)
+    if not math.isfinite(value) or value < 0:
+        raise TraceFormatError(path, line, f"{what} must be a finite, non-negative number of "
+                               f"microseconds, not {value!r}")
+    return value
+
+
+def _dims(value, path: str, line: int) -> list:
+    """``Input Dims``: a list whose items are shapes (lists of ints) or lists of shapes."""
+    if not isinstance(value, list):
+        raise TraceFormatError(path, line, "\"Input Dims\" must be a list of shapes")
+    for item in value:
+        if not isinstance(item, list):
+            raise TraceFormatError(path, line, "\"Input Dims\" must be a list of shapes")
+        for d in item:
+            inner = d if isinstance(d, list) else [d]
+            for x in inner:
+                if isinstance(x, bool) or not isinstance(x, int) or not 0 <= x <= MAX_DIM:
+                    raise TraceFormatError(path, line, "\"Input Dims\" holds "
+                                           f"{excerpt(repr(x))}; dimensions are non-negative "
+                                           "integers")
+    return value
+
+
+def _kept_args(name: str, args: Any, path: str, line: int) -> Optional[dict]:
+    """The args an analysis needs from this event, checked; ``None`` for the rest."""
+    if not isinstance(args, dict):
+        if args is None:
+            return None
+        raise TraceFormatError(path, line, "\"args\" must be an object")
+    if "Collective name" in args or name.startswith(("c10d::", "gloo:", "nccl:")) \
+            or "AccumulateGrad" in name:
+        kept = {k: args[k] for k in COMM_ARGS + _SHAPE_ARGS if k in args}
+        if "Input Dims" in kept:
+            _dims(kept["Input Dims"], path, line)
+        for key in ("In msg nelems", "Out msg nelems", "Group size"):
+            if key in kept:
+                v = kept[key]
+                if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_DIM:
+                    raise TraceFormatError(path, line, f"\"{key}\" must be a non-negative "
+                                           f"integer, not {excerpt(repr(v))}")
+        return kept or None
+    return None
+
+
+def _is_collective_kernel(name: str) -> bool:
+    return name.startswith("nccl") or "ncclKernel" in name or "ncclDevKernel" in name
+
+
+def read_events(stream: BinaryIO, path: str,
+                progress: Optional[Callable[[str, int, int], None]] = None) -> KinetoEvents:
+    """The kept events of a trace stream."""
+    out = KinetoEvents()
+    host, kernels, launches, flows = out.host, out.kernels, out.launches, out.flows
+    seen_events = False
+    for kind, value, line in iter_trace(stream, path):
+        if kind == "key":
+            key, doc = value
+            out.top[key] = doc
+            continue
+        if kind == "events":
+            seen_events = True
+            continue
+        out.events += 1
+        if out.events > MAX_EVENTS:
+            raise TraceFormatError(path, line, f"more than {MAX_EVENTS:,} trace events")
+        if progress and out.events % 200_000 == 0:
+            progress("read events", out.events, 0)
+        if not isinstance(value, dict):
+            raise TraceFormatError(path, line, "a trace event must be a JSON object")
+        ph = value.get("ph")
+        if ph == "X":
+            cat = value.get("cat")
+            if cat in _KEEP_CATS:
+                name = value.get("name")
+            elif cat == "kernel":
+                name = value.get("name")
+                if not isinstance(name, str) or not _is_collective_kernel(name):
+                    continue
+            elif cat == "cuda_runtime":
+                args = value.get("args")
+                if isinstance(args, dict) and "correlation" in args:
+                    launches[args["correlation"]] = (value.get("tid"),
+                                                     _number(value.get("ts"), path, line, "ts"))
+                continue
+            else:
+                continue
+            if not isinstance(name, str):
+                raise TraceFormatError(path, line, "a trace event's \"name\" must be a string")
+            ts = _number(value.get("ts"), path, line, "ts")
+            dur = _number(value.get("dur", 0), path, line, "dur")
+            args = value.get("args")
+            if cat == "kernel":
+                kept = {k: args[k] for k in ("correlation",) + COMM_ARGS
+                        if isinstance(args, dict) and k in args} or None
+                kernels.append(Event(name, cat, value.get("tid"), ts, dur, line, kept))
+            else:
+                host.append(Event(name, cat, value.get("tid"), ts, dur, line,
+                                  _kept_args(name, args, path, line)))
+        elif ph in ("s", "f") and value.get("cat") == "fwdbwd":
+            flows.append(Flow(value.get("id"), ph, value.get("tid"),
+                              _number(value.get("ts"), path, line, "ts")))
+        elif ph is None:
+            raise TraceFormatError(path, line, "a trace event without \"ph\" (its phase)")
+    if not seen_events and "traceEvents" not in out.top:
+        raise TraceFormatError(path, 1, "no \"traceEvents\": not a profiler trace (write one "
+                               "with torch.profiler's export_chrome_trace)")
+    if "traceEvents" in out.top:
+        raise TraceFormatError(path, 1, "\"traceEvents\" must be a list of events")
+    return out

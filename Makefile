@@ -20,6 +20,8 @@ demo: $(BIN)/.installed
 	$(BIN)/tracecli inspect sample_traces/resnet50_horovod_tf.txt --top 12
 	$(BIN)/tracecli plan-buckets sample_traces/vgg19_chainer.txt --max-bytes 32k --top 12
 	$(BIN)/tracecli plan-buckets sample_traces/resnet50_horovod_tf.txt --backward-ms 120 --gpus 64 --network 25gbe --compare
+	$(BIN)/tracecli inspect sample_traces/resnet50_ddp_nccl_2xa100.json.gz --top 8
+	$(BIN)/tracecli plan-buckets sample_traces/resnet50_ddp_nccl_2xa100.json.gz --strategy observed
 	$(BIN)/tracecli replay sample_traces/vgg19_chainer.txt --gpus 2 --iters 5 --warmup 1
 
 test: $(BIN)/.installed

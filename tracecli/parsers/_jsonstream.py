@@ -39,12 +39,14 @@ def _reject_constant(name: str):
 
 
 def _no_duplicates(pairs):
-    seen = {}
-    for key, value in pairs:
-        if key in seen:
-            raise _Reject(f"duplicate key {key!r} in one object")
-        seen[key] = value
-    return seen
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        seen = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _Reject(f"duplicate key {key!r} in one object")
+            seen.add(key)
+    return result
 
 
 def strict_decoder() -> json.JSONDecoder:

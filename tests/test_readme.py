@@ -13,7 +13,7 @@ README = (ROOT / "README.md").read_text()
 
 
 def test_python_example_runs(monkeypatch, capsys):
-    block = re.search(r"```python\n(.*?)```", README, re.S).group(1)
+    block = re.search(r"## Library.*?```python\n(.*?)```", README, re.S).group(1)
     monkeypatch.chdir(ROOT)
     exec(compile(block, "README.md", "exec"), {})
     iteration, setting = capsys.readouterr().out.split(" ", 1)

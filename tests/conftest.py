@@ -51,3 +51,10 @@ class ChainerDump:
 @pytest.fixture
 def dump():
     return ChainerDump()
+
+
+@pytest.fixture(autouse=True)
+def _own_directory(tmp_path_factory, monkeypatch):
+    """Each test runs in a fresh directory: the session state (.tracecli/) of one test never
+    reaches another, nor the repository."""
+    monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))

@@ -16,8 +16,8 @@ from conftest import FIXTURES, RESNET, RESNET_SIZES, VGG
 MLP = (FIXTURES / "mlp_chainer.txt").read_text()
 
 
-def run(*args):
-    return CliRunner().invoke(cli, [str(a) for a in args])
+def run(*args, input=None):
+    return CliRunner().invoke(cli, [str(a) for a in args], input=input)
 
 
 def assert_error(result, where: str, *words: str):

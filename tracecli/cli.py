@@ -1,24 +1,30 @@
 """The command line: parse options, call the library, hand results to ``render``.
 
 Every :class:`~tracecli.errors.TraceCliError` becomes one line on stderr and exit status 2,
-in one place (:class:`_Group`); ``--debug`` shows the traceback instead.
+in one place (:class:`_Group`); so does every usage error; ``--debug`` shows the traceback
+instead. Ctrl-C exits 130. Outputs are claimed before the work and written after it
+(:mod:`tracecli.outfile`); the session in ``.tracecli/`` fills in what was left out
+(:mod:`tracecli.session`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import math
 import os
-from pathlib import Path
+import sys
 from typing import Optional
 
 import click
+from click.core import ParameterSource
 from rich.console import Console
 
 from . import __version__
 from .analysis import readiness, size_report
 from .analysis.compute import DEVICES
 from .errors import PlanError, TraceCliError
+from .outfile import Outputs
 from .parsers import FORMATS, LoadOptions, load
 from .pipeline import (
     DEFAULT_GPUS, ComputeRequest, CostRequest, as_run, compare_trace, gradient_details, inputs,
@@ -28,6 +34,7 @@ from .planning import NETWORKS, STRATEGIES, StrategyOptions
 from .planning.asrun import AS_RUN
 from .planning.costmodel import ALGORITHMS
 from .render import jsonout, plans, tables
+from .session import STATE_DIR, Session
 from .units import parse_size
 
 __all__ = ["cli"]
@@ -35,6 +42,24 @@ __all__ = ["cli"]
 
 class _Group(click.Group):
     """Turns errors into one line: the user's (exit 2), interrupts (130), our bugs (1)."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        try:
+            status = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            if not standalone_mode:
+                return status
+            sys.exit(status if isinstance(status, int) else 0)
+        except click.exceptions.Exit as exc:
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:  # usage errors: one line, with the valid choices
+            where = f"tracecli {exc.ctx.info_name}" if getattr(exc, "ctx", None) and \
+                exc.ctx.info_name != "tracecli" else "tracecli"
+            message = " ".join(exc.format_message().split())
+            click.secho(f"{where}: {message} (--help shows the options)", fg="red", err=True)
+            sys.exit(exc.exit_code)
+        except click.exceptions.Abort:
+            click.secho("tracecli: interrupted", fg="red", err=True)
+            sys.exit(130)
 
     def invoke(self, ctx: click.Context):
         def debug() -> bool:  # set by the group's callback, before any subcommand runs
@@ -69,38 +94,63 @@ def console() -> Console:
     return out
 
 
-def write_output(path: str, text: str, force: bool) -> None:
-    """Write ``text`` to ``path`` (``-`` is stdout), refusing to overwrite without --force."""
-    if path == "-":
-        click.echo(text, nl=False)
-        return
-    target = Path(path)
-    if target.exists() and not force:
-        raise TraceCliError(path, None, "exists; pass --force to overwrite it")
-    try:
-        target.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise TraceCliError(path, None, f"cannot write: {exc.strerror}") from None
+def _notice(text: Optional[str]) -> None:
+    if text:
+        click.secho(f"tracecli: {text}", fg="yellow", err=True)
 
 
-trace_argument = click.argument("trace", metavar="TRACE")
+def _lines(lines: list[str]) -> None:
+    """Advice: whole lines, never cut or wrapped by a table."""
+    click.echo("\n".join(lines))
 
 
 class SizeType(click.ParamType):
-    """Byte sizes: 32k, 25MiB, 64MB, 1048576."""
+    """Byte sizes: 32k, 25MiB, 64MB, 1048576 (at least ``minimum``)."""
 
     name = "SIZE"
 
+    def __init__(self, minimum: int = 0):
+        self.minimum = minimum
+
     def convert(self, value, param, ctx):
         if isinstance(value, int):
-            return value
+            size = value
+        else:
+            try:
+                size = parse_size(value)
+            except ValueError as exc:
+                self.fail(str(exc), param, ctx)
+        if size < self.minimum:
+            self.fail(f"{value!r} is too small; give at least {self.minimum} byte"
+                      + ("s" if self.minimum != 1 else ""), param, ctx)
+        return size
+
+
+class Number(click.ParamType):
+    """A finite number in ``[low, high]`` (NaN and infinities are refused)."""
+
+    name = "NUMBER"
+
+    def __init__(self, low: float, high: float, unit: str, low_open: bool = False):
+        self.low, self.high, self.unit, self.low_open = low, high, unit, low_open
+
+    def convert(self, value, param, ctx):
         try:
-            return parse_size(value)
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
+            x = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        below = x <= self.low if self.low_open else x < self.low
+        if not math.isfinite(x) or below or x > self.high:
+            lo = "(" if self.low_open else "["
+            self.fail(f"{value!r} is not a finite number in {lo}{self.low:g}, {self.high:g}] "
+                      f"{self.unit}", param, ctx)
+        return x
 
 
 SIZE = SizeType()
+POSITIVE_SIZE = SizeType(minimum=1)
+MS = Number(0.0, 1e7, "ms")
+MAX_STEP_MS = 1e7  # ~2.8 hours: beyond any one training step
 
 
 def options(*decorators):
@@ -113,36 +163,36 @@ def options(*decorators):
 
 compute_options = options(
     click.option("--device", type=click.Choice(list(DEVICES)), default="h100", show_default=True,
-                 help="Device preset for estimated op times (Chainer dumps)."),
+                 help="Device preset for estimated op times (traces with shapes but no timings)."),
     click.option("--op-times", metavar="FILE",
                  help='Measured times, JSON: {OP_OR_LAYER: ms, ..., "forward_ms": ms}.'),
-    click.option("--backward-ms", type=click.FloatRange(min=0), help="Measured backward time "
-                 "(required for op lists without --op-times; rescales estimates)."),
-    click.option("--forward-ms", type=click.FloatRange(min=0), help="Measured forward time."),
-    click.option("--update-ms", type=click.FloatRange(min=0),
-                 help="Optimizer update time after the last all-reduce, ms (default: the "
-                 "trace's optimizer step where it records one, else 0)."),
+    click.option("--backward-ms", type=MS, help="Measured backward time, ms (needed for op "
+                 "lists without --op-times; rescales estimates). Default: none."),
+    click.option("--forward-ms", type=MS, help="Measured forward time, ms (default: the trace's "
+                 "or estimated, else half of backward)."),
+    click.option("--update-ms", type=MS, help="Optimizer update time after the last all-reduce, "
+                 "ms (default: the trace's optimizer step where it records one, else 0)."),
 )
-
-def gpus_option(default: int, help: str):
-    return click.option("--gpus", type=click.IntRange(min=1), default=default, show_default=True,
-                        help=help)
-
 
 network_options = options(
     click.option("--network", type=click.Choice(list(NETWORKS)),
-                 help="Interconnect preset (default nvlink-h100)."),
-    click.option("--algorithm", type=click.Choice(ALGORITHMS), default="ring", show_default=True),
-    click.option("--alpha-us", type=click.FloatRange(min=0), help="Per-step latency override (us)."),
-    click.option("--bandwidth-gbps", type=click.FloatRange(min=0, min_open=True),
-                 help="Bus bandwidth override in GB/s (10^9 bytes/s, nccl-tests busbw)."),
-    click.option("--launch-us", type=click.FloatRange(min=0), default=0.0,
-                 help="Per-bucket launch overhead (us)."),
-    click.option("--calibration", metavar="FILE", help="Cost model from tracecli calibrate --out."),
+                 help="Interconnect preset (default: fitted to a profiler trace's own "
+                 "all-reduces, else nvlink-h100)."),
+    click.option("--algorithm", type=click.Choice(ALGORITHMS), default="ring", show_default=True,
+                 help="All-reduce algorithm of the cost model."),
+    click.option("--alpha-us", type=Number(0, 1e7, "us"),
+                 help="Per-step latency override, us (default: the preset's)."),
+    click.option("--bandwidth-gbps", type=Number(0, 1e6, "GB/s", low_open=True),
+                 help="Bus bandwidth override, GB/s = 10^9 bytes/s as nccl-tests' busbw "
+                 "(default: the preset's)."),
+    click.option("--launch-us", type=Number(0, 1e7, "us"), default=0.0, show_default=True,
+                 help="Per-bucket launch overhead, us."),
+    click.option("--calibration", metavar="FILE", help="Cost model from tracecli calibrate --out "
+                 "(its rank count becomes the default --gpus)."),
 )
 cost_options = options(
-    click.option("--gpus", type=click.IntRange(min=1), help="Data-parallel ranks to plan for "
-                 f"(default: the calibration's ranks, else the trace's world size, else "
+    click.option("--gpus", type=click.IntRange(1, 1 << 20), help="Data-parallel ranks to plan "
+                 "for (default: the calibration's ranks, else the trace's world size, else "
                  f"{DEFAULT_GPUS})."),
     network_options)
 
@@ -150,19 +200,25 @@ strategy_options = options(
     click.option("--strategy", type=click.Choice(list(STRATEGIES) + [AS_RUN]), default="size",
                  show_default=True, help="How to group gradients into buckets (observed: the "
                  "buckets a profiled run used, with its measured times)."),
-    click.option("--max-bytes", type=SIZE, help="Bucket cap (size, ddp: bucket_cap; horovod: "
-                 "fusion threshold; optimal: optional cap). E.g. 32k, 25MiB."),
-    click.option("--first-bucket-bytes", type=SIZE, help="ddp: first bucket cap (default as "
-                 "torch: 1 MiB unless --max-bytes is given)."),
-    click.option("--cycle-ms", type=click.FloatRange(min=0, min_open=True), default=1.0,
-                 show_default=True, help="horovod: HOROVOD_CYCLE_TIME."),
+    click.option("--max-bytes", type=POSITIVE_SIZE, help="Bucket cap in bytes: size and ddp "
+                 "(DDP's bucket_cap_mb, default 25 MiB), horovod (HOROVOD_FUSION_THRESHOLD, "
+                 "default 128 MiB), optimal (optional cap). 32k or 32KiB = 32,768 bytes; "
+                 "32KB = 32,000; also M/MiB/MB, G/GiB/GB."),
+    click.option("--first-bucket-bytes", type=POSITIVE_SIZE, help="ddp: first bucket cap in bytes "
+                 "(default as torch: 1 MiB unless --max-bytes is given, then the same)."),
+    click.option("--cycle-ms", type=Number(0, 1e6, "ms", low_open=True), default=1.0,
+                 show_default=True, help="horovod: HOROVOD_CYCLE_TIME, ms."),
     click.option("--spec", default="nccl", show_default=True,
-                 help="tf-spec: tf_cnn_benchmarks --all_reduce_spec, e.g. pscpu:32k:xring."),
-    click.option("--agg-small-grads-max-bytes", type=SIZE, default=0,
-                 help="tf-spec: pack float32 gradients up to this size."),
+                 help="tf-spec: tf_cnn_benchmarks --all_reduce_spec, e.g. pscpu:32k:xring "
+                 "(limits in elements)."),
+    click.option("--agg-small-grads-max-bytes", type=SIZE, default=0, show_default=True,
+                 help="tf-spec: pack float32 gradients up to this many bytes (0: off)."),
     click.option("--agg-small-grads-max-group", type=click.IntRange(min=0), default=10,
                  show_default=True, help="tf-spec: longest packed range - 2."),
 )
+
+STRATEGY_KEYS = ("strategy", "max_bytes", "first_bucket_bytes", "cycle_ms", "spec",
+                 "agg_small_grads_max_bytes", "agg_small_grads_max_group")
 
 
 def strategy_from(kw) -> StrategyOptions:
@@ -175,13 +231,13 @@ def compute_from(kw) -> ComputeRequest:
                           kw["update_ms"])
 
 
-def cost_from(kw) -> CostRequest:
-    return CostRequest(kw["gpus"], kw["network"], kw["algorithm"], kw["alpha_us"],
-                       kw["bandwidth_gbps"], kw["launch_us"], kw["calibration"])
+def cost_from(kw, gpus: Optional[int] = None) -> CostRequest:
+    return CostRequest(gpus if gpus is not None else kw["gpus"], kw["network"], kw["algorithm"],
+                       kw["alpha_us"], kw["bandwidth_gbps"], kw["launch_us"], kw["calibration"])
 
 
 def load_options(func):
-    func = click.option("--step", type=click.IntRange(min=0), metavar="K",
+    func = click.option("--step", type=click.IntRange(0, 1 << 62), metavar="K",
                         help="Profiler traces: use ProfilerStep#K (default: the last step with "
                         "a backward pass).")(func)
     func = click.option("--sizes", "sizes", metavar="FILE",
@@ -193,107 +249,6 @@ def load_options(func):
 
 
 BIG_TRACE_BYTES = 8 * 1024 * 1024  # a progress bar for traces that take seconds to parse
-
-
-def _load(trace: str, fmt: Optional[str], sizes: Optional[str], step: Optional[int] = None,
-          quiet: bool = False):
-    try:
-        big = trace != "-" and os.path.getsize(trace) >= BIG_TRACE_BYTES
-    except OSError:
-        big = False  # load() says what is wrong with the path
-    with progress_bar(big and not quiet) as progress:
-        return load(trace, LoadOptions(format=fmt, sizes=sizes, step=step, progress=progress))
-
-
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="tracecli")
-@click.option("--debug", is_flag=True, help="Show tracebacks of errors.")
-@click.pass_context
-def cli(ctx: click.Context, debug: bool) -> None:
-    """Gradient readiness, all-reduce bucket plans and their replay, from one step's trace."""
-    ctx.ensure_object(dict)
-    ctx.obj["debug"] = debug
-
-
-@cli.command()
-@trace_argument
-@load_options
-@click.option("--top", type=click.IntRange(min=1), help="Show only the first N rows of tables.")
-@click.option("--per-gradient", is_flag=True, help="One readiness row per gradient, not per layer.")
-@click.option("--json", "as_json", is_flag=True, help="Print the JSON document (DESIGN 5).")
-@compute_options
-def inspect(trace, fmt, sizes, step, top, per_gradient, as_json, **kw):
-    """What is in a step: ops, tensors, parameters, readiness order, sizes."""
-    t = _load(trace, fmt, sizes, step, quiet=as_json)
-    ready = readiness(t)
-    report = size_report(t, ready)
-    details, source = gradient_details(t, ready, compute_from(kw))
-    if as_json:
-        doc = jsonout.inspect_doc(t, ready, report, details)
-        doc["readiness"]["compute_source"] = source
-        click.echo(jsonout.dumps(doc), nl=False)
-        return
-    console().print(tables.inspect_view(t, ready, report, top=top, per_gradient=per_gradient,
-                                        details=details, compute_source=source))
-
-
-@cli.command()
-@trace_argument
-@load_options
-@click.option("--to", "to", type=click.Choice(["graphml", "json"]), required=True,
-              help="GraphML, or networkx node-link JSON.")
-@click.option("-o", "--output", "output", required=True, metavar="FILE",
-              help="Where to write ('-' for stdout).")
-@click.option("--force", is_flag=True, help="Overwrite FILE if it exists.")
-def export(trace, fmt, sizes, step, to, output, force):
-    """Write the trace graph for other tools (GraphML or node-link JSON)."""
-    t = _load(trace, fmt, sizes, step)
-    if to == "json":
-        text = jsonout.dumps(t.node_link())
-    else:
-        buffer = io.BytesIO()
-        t.write_graphml(buffer)
-        text = buffer.getvalue().decode("utf-8")
-    write_output(output, text, force)
-
-
-@cli.command("plan-buckets")
-@trace_argument
-@load_options
-@strategy_options
-@cost_options
-@compute_options
-@click.option("--compare", "do_compare", is_flag=True,
-              help="Every strategy side by side, and each framework's best settings.")
-@click.option("--top", type=click.IntRange(min=1), help="Show only the first N buckets.")
-@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON (DESIGN 5).")
-@click.option("--out", metavar="PLAN.json", help="Write the plan file replay reads with --plan.")
-@click.option("--chrome-trace", metavar="FILE", help="Write a Chrome/Perfetto timeline.")
-@click.option("--force", is_flag=True, help="Overwrite --out / --chrome-trace files.")
-def plan_buckets(trace, fmt, sizes, step, do_compare, top, as_json, out, chrome_trace, force, **kw):
-    """Group gradients into all-reduce buckets and predict the step's timeline."""
-    t = _load(trace, fmt, sizes, step, quiet=as_json)
-    strategy = strategy_from(kw)
-    cost = cost_from(kw)
-    if do_compare:
-        planned = compare_trace(t, strategy, compute_from(kw), cost)
-    else:
-        planned = plan_trace(t, kw["strategy"], strategy, compute_from(kw), cost)
-    for notice in planned.notices:
-        _notice(notice)
-    plan = planned.plan
-    doc = jsonout.plan_doc(plan)
-    if out:
-        write_output(out, jsonout.dumps(doc), force)
-    if chrome_trace:
-        write_output(chrome_trace, jsonout.dumps(
-            plans.plan_chrome_trace(plan, planned.backward_names())), force)
-    if as_json:
-        click.echo(jsonout.dumps(jsonout.compare_doc(planned.rows) if do_compare else doc), nl=False)
-    elif do_compare:
-        console().print(plans.compare_view(planned.rows, plan))
-    else:
-        console().print(plans.plan_view(plan, top))
 
 
 @contextlib.contextmanager
@@ -311,10 +266,202 @@ def progress_bar(enabled: bool):
 
         def update(stage: str, done: int, total: int) -> None:
             if stage not in tasks:
-                tasks[stage] = bar.add_task(stage, total=total)
+                tasks[stage] = bar.add_task(stage, total=total or None)
             bar.update(tasks[stage], completed=done)
 
         yield update
+
+
+def _load(trace: str, fmt: Optional[str], sizes: Optional[str], step: Optional[int] = None,
+          quiet: bool = False):
+    try:
+        big = trace != "-" and os.path.getsize(trace) >= BIG_TRACE_BYTES
+    except OSError:
+        big = False  # load() says what is wrong with the path
+    with progress_bar(big and not quiet) as progress:
+        return load(trace, LoadOptions(format=fmt, sizes=sizes, step=step, progress=progress))
+
+
+def _session(ctx: click.Context) -> Session:
+    obj = ctx.find_root().obj
+    if "session" not in obj:
+        obj["session"] = Session.load(".")
+    return obj["session"]
+
+
+def _given(ctx: click.Context, name: str) -> bool:
+    return ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP, None)
+
+
+def _trace_args(ctx: click.Context, trace: Optional[str], fmt, sizes, step, what: str):
+    """TRACE and how to read it: as given, else the session's remembered trace (explicit
+    options still win), with a one-line notice saying so."""
+    if trace is not None:
+        return trace, fmt, sizes, step, False
+    session = _session(ctx)
+    remembered = session.remembered_trace()
+    for notice in session.notices:
+        _notice(notice)
+    session.notices.clear()
+    _notice(f"{what} the remembered trace {remembered.given} (from tracecli inspect; pass "
+            "TRACE to choose another)")
+    return (remembered.path, fmt or remembered.format, sizes or remembered.sizes,
+            step if step is not None else remembered.step, True)
+
+
+def _remember(ctx: click.Context, trace: str, fmt, sizes, step) -> None:
+    if trace == "-":  # standard input cannot be read again
+        return
+    session = _session(ctx)
+    try:
+        session.remember_trace(trace, fmt, sizes, step)
+    except OSError as exc:
+        _notice(f"could not remember {trace}: {exc.strerror}")
+        return
+    _notice(session.save())
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"],
+                                           "max_content_width": 100})
+@click.version_option(__version__, prog_name="tracecli")
+@click.option("--debug", is_flag=True, help="Show tracebacks of errors.")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """Gradient readiness, all-reduce bucket plans and their replay, from one step's trace.
+
+    \b
+    tracecli inspect trace.txt              # remembers the trace in this directory
+    tracecli plan-buckets --max-bytes 32k   # plans the remembered trace
+    tracecli replay --gpus 4                # replays the remembered plan on 4 ranks
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["debug"] = debug
+
+
+trace_argument = click.argument("trace", required=False, metavar="[TRACE]")
+
+
+@cli.command()
+@trace_argument
+@load_options
+@click.option("--top", type=click.IntRange(min=1), help="Show only the first N rows of tables "
+              "(default: all).")
+@click.option("--per-gradient", is_flag=True, help="One readiness row per gradient, not per layer.")
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON document (see the README).")
+@compute_options
+@click.pass_context
+def inspect(ctx, trace, fmt, sizes, step, top, per_gradient, as_json, **kw):
+    """What is in a step: ops, tensors, parameters, readiness order, sizes.
+
+    Remembers TRACE in ./.tracecli/ for plan-buckets and replay; with no TRACE, inspects the
+    remembered one.
+    """
+    path, fmt, sizes, step, remembered = _trace_args(ctx, trace, fmt, sizes, step, "inspecting")
+    t = _load(path, fmt, sizes, step, quiet=as_json)
+    ready = readiness(t)
+    report = size_report(t, ready)
+    details, source = gradient_details(t, ready, compute_from(kw))
+    if not remembered:
+        _remember(ctx, path, fmt, sizes, step)
+    if as_json:
+        doc = jsonout.inspect_doc(t, ready, report, details)
+        doc["readiness"]["compute_source"] = source
+        click.echo(jsonout.dumps(doc), nl=False)
+        return
+    console().print(tables.inspect_view(t, ready, report, top=top, per_gradient=per_gradient,
+                                        details=details, compute_source=source))
+
+
+@cli.command()
+@trace_argument
+@load_options
+@click.option("--to", "to", type=click.Choice(["graphml", "json"]), required=True,
+              help="GraphML, or networkx node-link JSON.")
+@click.option("-o", "--output", "output", required=True, metavar="FILE",
+              help="Where to write ('-' for stdout).")
+@click.option("--force", is_flag=True, help="Replace FILE if it exists (a symlink is replaced, "
+              "not followed).")
+@click.pass_context
+def export(ctx, trace, fmt, sizes, step, to, output, force):
+    """Write the trace graph for other tools (GraphML or node-link JSON)."""
+    path, fmt, sizes, step, _ = _trace_args(ctx, trace, fmt, sizes, step, "exporting")
+    outputs = Outputs(force, [path, sizes])
+    outputs.claim("-o", output)
+    t = _load(path, fmt, sizes, step)
+    from .export import graphml_text, node_link_text
+
+    text = node_link_text(t) if to == "json" else graphml_text(t)
+    _notice_written(outputs.write("-o", text))
+
+
+def _notice_written(path: Optional[str]) -> None:
+    if path:
+        _notice(f"wrote {path}")
+
+
+@cli.command("plan-buckets")
+@trace_argument
+@load_options
+@strategy_options
+@cost_options
+@compute_options
+@click.option("--compare", "do_compare", is_flag=True,
+              help="Every strategy side by side, and each framework's best settings.")
+@click.option("--top", type=click.IntRange(min=1), help="Show only the first N buckets "
+              "(default: all).")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON (see the README).")
+@click.option("--out", metavar="PLAN.json", help="Write the plan file replay reads with --plan.")
+@click.option("--chrome-trace", metavar="FILE", help="Write a Chrome/Perfetto timeline.")
+@click.option("--force", is_flag=True, help="Replace --out / --chrome-trace files (a symlink "
+              "is replaced, not followed).")
+@click.pass_context
+def plan_buckets(ctx, trace, fmt, sizes, step, do_compare, top, as_json, out, chrome_trace, force,
+                 **kw):
+    """Group gradients into all-reduce buckets and predict the step's timeline.
+
+    With no TRACE, plans the trace remembered by tracecli inspect. Remembers the plan it
+    prints for tracecli replay.
+    """
+    path, fmt, sizes, step, remembered = _trace_args(ctx, trace, fmt, sizes, step, "planning")
+    outputs = Outputs(force, [path, sizes, kw["op_times"], kw["calibration"]])
+    outputs.claim("--out", out)
+    outputs.claim("--chrome-trace", chrome_trace)
+    if do_compare and chrome_trace:
+        _notice("--compare --chrome-trace writes the timeline of the best predicted plan only")
+    t = _load(path, fmt, sizes, step, quiet=as_json)
+    strategy = strategy_from(kw)
+    cost = cost_from(kw)
+    if do_compare:
+        planned = compare_trace(t, strategy, compute_from(kw), cost)
+    else:
+        planned = plan_trace(t, kw["strategy"], strategy, compute_from(kw), cost)
+    for notice in planned.notices:
+        _notice(notice)
+    plan = planned.plan
+    plan_text = jsonout.dumps(jsonout.plan_doc(plan))
+    if as_json:
+        click.echo(jsonout.dumps(jsonout.compare_doc(planned.rows)) if do_compare else plan_text,
+                   nl=False)
+    elif do_compare:
+        console().print(plans.compare_view(planned.rows, plan))
+        _lines(plans.compare_advice(planned.rows))
+    else:
+        console().print(plans.plan_view(plan, top))
+        _lines(plans.plan_advice(plan))
+    if out:
+        _notice_written(outputs.write("--out", plan_text))
+    if chrome_trace:
+        _notice_written(outputs.write("--chrome-trace", jsonout.dumps(
+            plans.plan_chrome_trace(plan, planned.backward_names()))))
+    session = _session(ctx)
+    if not remembered:
+        try:
+            session.remember_trace(path, fmt, sizes, step)
+        except OSError:
+            pass
+    if path != "-":
+        _notice(session.remember_plan(plan.strategy, {k: kw[k] for k in STRATEGY_KEYS}, plan_text)
+                or session.save())
 
 
 def _fault(text: Optional[str]):
@@ -323,64 +470,91 @@ def _fault(text: Optional[str]):
     from .replay import FAULT_MODES, Fault
 
     rank, _, mode = text.partition(":")
-    if not rank.isdigit() or mode not in FAULT_MODES:
+    if not rank.isdigit() or len(rank) > 6 or mode not in FAULT_MODES:
         raise click.BadParameter(f"expected RANK:MODE with MODE one of {', '.join(FAULT_MODES)}",
                                  param_hint="--inject-fault")
     return Fault(int(rank), mode)
 
 
-def _notice(text: Optional[str]) -> None:
-    if text:
-        click.secho(f"tracecli: {text}", fg="yellow", err=True)
-
-
 launch_options = options(
     click.option("--backend", type=click.Choice(["auto", "nccl", "gloo"]), default="auto",
                  show_default=True, help="auto: NCCL when --gpus CUDA devices are visible, else gloo."),
-    click.option("--timeout", type=click.FloatRange(min=1), default=30.0, show_default=True,
-                 help="Collective timeout (s); a hung or dead rank stops all ranks within it."),
+    click.option("--timeout", type=Number(1, 86400, "s"), default=30.0, show_default=True,
+                 help="Collective timeout, s; a hung or dead rank stops all ranks within it."),
+    click.option("--oversubscribe", is_flag=True, help="Start more CPU ranks than this machine "
+                 "holds (two per core, within available memory) or more CUDA ranks than devices."),
     click.option("--inject-fault", hidden=True, metavar="RANK:MODE",
                  help="Testing: make RANK raise, exit or hang."),
 )
+
+ranks_option = click.option("--gpus", type=click.IntRange(2, 4096), default=2, show_default=True,
+                            help="Ranks to start (ignored under torchrun, which sets the world).")
 
 
 @cli.command()
 @click.argument("trace", required=False, metavar="[TRACE]")
 @load_options
 @strategy_options
-@gpus_option(2, "Ranks to start (ignored under torchrun, which sets the world).")
+@ranks_option
 @network_options
 @compute_options
 @launch_options
-@click.option("--plan", "plan_file", metavar="PLAN.json", help="Replay a plan file instead of planning TRACE.")
-@click.option("--iters", type=click.IntRange(min=1), default=20, show_default=True)
-@click.option("--warmup", type=click.IntRange(min=0), default=3, show_default=True)
+@click.option("--plan", "plan_file", metavar="PLAN.json", help="Replay a plan file instead of "
+              "planning TRACE.")
+@click.option("--iters", type=click.IntRange(1, 100_000), default=20, show_default=True,
+              help="Timed iterations.")
+@click.option("--warmup", type=click.IntRange(0, 100_000), default=3, show_default=True,
+              help="Untimed iterations first.")
 @click.option("--baseline", is_flag=True, help="Also time a bare all-reduce of each bucket "
               "(the replay's own overhead).")
-@click.option("--top", type=click.IntRange(min=1), help="Show only the first N buckets.")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (DESIGN 5).")
+@click.option("--top", type=click.IntRange(min=1), help="Show only the first N buckets "
+              "(default: all).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (see the README).")
 @click.option("--out", metavar="FILE", help="Write the JSON report to FILE.")
 @click.option("--chrome-trace", metavar="FILE", help="Predicted and measured tracks side by side.")
-@click.option("--force", is_flag=True, help="Overwrite --out / --chrome-trace files.")
-def replay(trace, fmt, sizes, step, plan_file, iters, warmup, baseline, top, as_json, out,
+@click.option("--force", is_flag=True, help="Replace --out / --chrome-trace files (a symlink "
+              "is replaced, not followed).")
+@click.pass_context
+def replay(ctx, trace, fmt, sizes, step, plan_file, iters, warmup, baseline, top, as_json, out,
            chrome_trace, force, **kw):
-    """Run the plan with real all-reduces on real ranks and compare with the prediction."""
+    """Run the plan with real all-reduces on real ranks and compare with the prediction.
+
+    With neither TRACE nor --plan, replays the plan remembered by tracecli plan-buckets, or
+    plans the remembered trace.
+    """
     from .replay import FixedPlan, Launch, run_replay
-    from .replay.launcher import in_torchrun, resolve_backend
+    from .replay.launcher import check_capacity, in_torchrun, resolve_backend
 
     launch = Launch(kw["gpus"], kw["backend"], kw["timeout"], _fault(kw["inject_fault"]))
     world = int(os.environ["WORLD_SIZE"]) if in_torchrun() else launch.gpus
     quiet = in_torchrun() and os.environ.get("RANK") != "0"
+    say = (lambda text: None) if quiet else _notice
+    if trace is not None and plan_file:
+        say(f"--plan {plan_file} is replayed; TRACE {trace} is ignored")
+    strategy_given = any(_given(ctx, k) for k in STRATEGY_KEYS)
+    if trace is None and plan_file is None and not strategy_given:
+        session = _session(ctx)
+        if session.trace is not None:
+            session.remembered_trace()  # a changed trace makes the remembered plan stale
+            for notice in session.notices:
+                say(notice)
+            session.notices.clear()
+        plan_file = session.remembered_plan()
+        if plan_file:
+            say(f"replaying the plan remembered by tracecli plan-buckets "
+                f"({session.plan.get('strategy')}, {STATE_DIR}/plan.json)")
+    outputs = Outputs(force, [trace, sizes, plan_file, kw["op_times"], kw["calibration"]])
+    outputs.claim("--out", out)
+    outputs.claim("--chrome-trace", chrome_trace)
     fixed = None
     if plan_file:
         from .planning.planfile import load_plan_file
 
         inp, buckets, doc = load_plan_file(plan_file)
         fixed = FixedPlan(tuple(buckets), str(doc["strategy"]))
-    elif trace is None:
-        raise click.UsageError("pass TRACE, or --plan PLAN.json")
     else:
-        t = _load(trace, fmt, sizes, step, quiet=as_json or quiet)
+        path, fmt, sizes, step, _ = _trace_args(ctx, trace, fmt, sizes, step, "replaying")
+        t = _load(path, fmt, sizes, step, quiet=as_json or quiet)
         if kw["strategy"] == AS_RUN:
             plan = as_run(t, compute_from(kw), CostRequest(world)).plan
             if not all(b.members for b in plan.buckets):
@@ -390,72 +564,124 @@ def replay(trace, fmt, sizes, step, plan_file, iters, warmup, baseline, top, as_
             fixed = FixedPlan(tuple(b.members for b in plan.buckets), AS_RUN)
         else:
             _, _, inp = inputs(t, compute_from(kw))
-    cost = CostRequest(world, kw["network"], kw["algorithm"], kw["alpha_us"], kw["bandwidth_gbps"],
-                       kw["launch_us"], kw["calibration"])
-    job = replay_job(inp, kw["strategy"], strategy_from(kw), cost, iters, warmup, fixed, baseline)
+    job = replay_job(inp, kw["strategy"], strategy_from(kw), cost_from(kw, world), iters, warmup,
+                     fixed, baseline)
     backend, notice = resolve_backend(launch)
-    if not quiet:
-        _notice(notice)
+    if not in_torchrun():
+        check_capacity(world, backend, kw["oversubscribe"])
+    from .replay.validate import check_job
+
+    check_job(job, world, backend, plan_file)
+    say(notice)
     with progress_bar(not as_json and not quiet) as progress:
         doc = run_replay(job, Launch(world, backend, launch.timeout_s, launch.fault), progress)
     if doc is None:  # a torchrun rank other than 0
         return
-    if out:
-        write_output(out, jsonout.dumps(doc), force)
-    if chrome_trace:
-        from .render.replay import replay_chrome_trace
-
-        write_output(chrome_trace, jsonout.dumps(replay_chrome_trace(doc)), force)
+    if not doc["replay"]["verified"]:
+        raise TraceCliError(None, None, "reduced buffers do not hold the expected sums; nothing "
+                            "written")
+    report = jsonout.dumps(doc)
     if as_json:
-        click.echo(jsonout.dumps(doc), nl=False)
+        click.echo(report, nl=False)
     else:
         from .render.replay import replay_view
 
         console().print(replay_view(doc, top))
-    if not doc["replay"]["verified"]:
-        raise TraceCliError(None, None, "reduced buffers do not hold the expected sums")
+    if out:
+        _notice_written(outputs.write("--out", report))
+    if chrome_trace:
+        from .render.replay import replay_chrome_trace
+
+        _notice_written(outputs.write("--chrome-trace", jsonout.dumps(replay_chrome_trace(doc))))
 
 
 @cli.command()
-@gpus_option(2, "Ranks to start (ignored under torchrun).")
+@ranks_option
 @launch_options
-@click.option("--min-size", type=SIZE, default="4KiB", show_default=True)
-@click.option("--max-size", type=SIZE, default="256MiB", show_default=True)
-@click.option("--points", type=click.IntRange(min=2), default=12, show_default=True,
+@click.option("--min-size", type=POSITIVE_SIZE, default="4KiB", show_default=True,
+              help="Smallest all-reduce, bytes.")
+@click.option("--max-size", type=POSITIVE_SIZE, default="256MiB", show_default=True,
+              help="Largest all-reduce, bytes.")
+@click.option("--points", type=click.IntRange(2, 1000), default=12, show_default=True,
               help="Sizes, log-spaced between --min-size and --max-size.")
-@click.option("--warmup", type=click.IntRange(min=0), default=3, show_default=True)
-@click.option("--iters", type=click.IntRange(min=1), default=10, show_default=True)
+@click.option("--warmup", type=click.IntRange(0, 100_000), default=3, show_default=True,
+              help="Untimed runs per size.")
+@click.option("--iters", type=click.IntRange(1, 100_000), default=10, show_default=True,
+              help="Timed runs per size.")
 @click.option("--json", "as_json", is_flag=True, help="Print the profile as JSON.")
-@click.option("--out", metavar="PROFILE.json", help="Write the profile plan-buckets reads with --calibration.")
-@click.option("--force", is_flag=True, help="Overwrite --out.")
+@click.option("--out", metavar="PROFILE.json", help="Write the profile plan-buckets reads with "
+              "--calibration.")
+@click.option("--force", is_flag=True, help="Replace --out (a symlink is replaced, not followed).")
 def calibrate(min_size, max_size, points, warmup, iters, as_json, out, force, **kw):
     """Measure this machine's all-reduce latency and bandwidth (the cost model)."""
     from .replay import CalibrationJob, Launch, Sweep, run_calibration
-    from .replay.launcher import in_torchrun, resolve_backend
+    from .replay.launcher import check_capacity, in_torchrun, resolve_backend
 
     if max_size < min_size:
         raise click.BadParameter("must not be below --min-size", param_hint="--max-size")
+    outputs = Outputs(force)
+    outputs.claim("--out", out)
     launch = Launch(kw["gpus"], kw["backend"], kw["timeout"], _fault(kw["inject_fault"]))
     quiet = in_torchrun() and os.environ.get("RANK") != "0"
     world = int(os.environ["WORLD_SIZE"]) if in_torchrun() else launch.gpus
-    if world < 2:
-        raise click.BadParameter("calibration needs at least 2 ranks", param_hint="--gpus")
     backend, notice = resolve_backend(launch)
+    if not in_torchrun():
+        check_capacity(world, backend, kw["oversubscribe"])
+    job = CalibrationJob(Sweep(min_size, max_size, points, warmup, iters))
+    from .replay.validate import check_sweep
+
+    check_sweep(job.sweep, world, backend)
     if not quiet:
         _notice(notice)
-    job = CalibrationJob(Sweep(min_size, max_size, points, warmup, iters))
     with progress_bar(not as_json and not quiet) as progress:
         doc = run_calibration(job, Launch(world, backend, launch.timeout_s, launch.fault), progress)
     if doc is None:
         return
-    if out:
-        write_output(out, jsonout.dumps(doc), force)
     if as_json:
         click.echo(jsonout.dumps(doc), nl=False)
     else:
         from .render.replay import calibration_view
 
         console().print(calibration_view(doc))
+    if out:
+        _notice_written(outputs.write("--out", jsonout.dumps(doc)))
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the state as JSON.")
+@click.pass_context
+def status(ctx, as_json):
+    """What this directory's session remembers (./.tracecli/; delete it to reset)."""
+    session = _session(ctx)
+    for notice in session.notices:
+        _notice(notice)
+    if as_json:
+        click.echo(jsonout.dumps(session.to_json()), nl=False)
+        return
+    if session.trace is None:
+        click.echo(f"no trace remembered in {os.path.abspath(STATE_DIR)}: run tracecli inspect TRACE")
+        return
+    t = session.trace
+    state = "unchanged"
+    try:
+        session.remembered_trace()
+        if session.notices:
+            state = "changed since it was remembered"
+    except TraceCliError:
+        state = "gone"
+    lines = [f"trace: {t.given} ({state})", f"  path: {t.path}", f"  sha256: {t.sha256}"]
+    for key in ("format", "sizes", "step"):
+        if getattr(t, key) is not None:
+            lines.append(f"  --{key}: {getattr(t, key)}")
+    plan = session.remembered_plan()
+    if plan:
+        lines.append(f"plan: {session.plan.get('strategy')} ({plan})")
+        lines += [f"  --{k.replace('_', '-')}: {v}" for k, v in session.plan.get("options", {}).items()
+                  if v is not None and k != "strategy"]
+    else:
+        lines.append("plan: none (tracecli plan-buckets remembers the plan it prints)")
+    lines.append(f"reset: delete {os.path.abspath(STATE_DIR)}/")
+    _lines(lines)
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -58,10 +58,12 @@ def _open_raw(path: str, error: ErrorType) -> BinaryIO:
 
 
 def read_limited(stream: BinaryIO, path: str, limit: int, error: ErrorType, what: str,
-                 binary_ok: bool = False) -> bytes:
+                 binary_ok: bool = False, max_line: Optional[int] = None) -> bytes:
     """Every byte of ``stream``, refusing more than ``limit`` bytes; a NUL byte in the first
-    chunk (``binary_ok`` false) is a binary file, reported before reading on."""
+    chunk (``binary_ok`` false) is a binary file, reported before reading on; a line longer
+    than ``max_line`` stops the reading at once."""
     parts, total = [], 0
+    since_newline = 0  # bytes after the last newline read so far
     while True:
         try:
             chunk = stream.read(min(CHUNK, limit + 1 - total))
@@ -72,12 +74,33 @@ def read_limited(stream: BinaryIO, path: str, limit: int, error: ErrorType, what
         if not binary_ok and total == 0 and b"\0" in chunk:
             line = chunk.count(b"\n", 0, chunk.index(b"\0")) + 1
             raise error(path, line, f"binary data, not a {what}")
+        if max_line is not None:
+            last = chunk.rfind(b"\n")
+            if last < 0:
+                since_newline += len(chunk)
+            else:
+                first = chunk.find(b"\n")
+                longest = max(since_newline + first, _longest_line(chunk, first, last))
+                since_newline = len(chunk) - last - 1
+                if longest > max_line:
+                    since_newline = longest
+            if since_newline > max_line:
+                line = sum(p.count(b"\n") for p in parts) + 1
+                raise error(path, line, f"a line of more than {format_size(max_line)} is in "
+                            f"this {what} (line {line} or after); it is no {what} line")
         parts.append(chunk)
         total += len(chunk)
         if total > limit:
             raise error(path, None, f"{what} is larger than the {format_size(limit)} this "
                         "tool reads; is it the right file?")
     return b"".join(parts)
+
+
+def _longest_line(chunk: bytes, first: int, last: int) -> int:
+    """The longest line lying wholly between the first and last newline of ``chunk``."""
+    if first == last:
+        return 0
+    return max(map(len, chunk[first + 1:last].split(b"\n")))
 
 
 def _reason(exc: BaseException) -> str:
@@ -90,6 +113,19 @@ def _reason(exc: BaseException) -> str:
     return getattr(exc, "strerror", None) or str(exc)
 
 
+class _Prefixed:
+    """``head`` (already read), then the rest of ``raw``."""
+
+    def __init__(self, head: bytes, raw: BinaryIO):
+        self.head, self.raw = head, raw
+
+    def read(self, n: int) -> bytes:
+        if self.head:
+            part, self.head = self.head[:n], self.head[n:]
+            return part
+        return self.raw.read(n)
+
+
 class Input:
     """One input file, read once: its (decompressed) bytes on demand, bounded.
 
@@ -97,7 +133,8 @@ class Input:
     (they cannot be read twice).
     """
 
-    def __init__(self, path: str, error: ErrorType, what: str, limit: int):
+    def __init__(self, path: str, error: ErrorType, what: str, limit: int,
+                 max_line: Optional[int] = None):
         self.path = path
         self.error = error
         self.what = what
@@ -108,7 +145,11 @@ class Input:
         try:
             self._seekable = raw is not sys.stdin.buffer and raw.seekable()
             if not self._seekable:
-                self._buffered = read_limited(raw, path, limit, error, what, binary_ok=True)
+                head = raw.read(CHUNK)
+                json_like = head.lstrip()[:1] in (b"{", b"[") or head[:2] == GZIP_MAGIC
+                self._buffered = read_limited(_Prefixed(head, raw), path, limit, error, what,
+                                              binary_ok=True,
+                                              max_line=None if json_like else max_line)
             else:
                 self._gzip = raw.read(2) == GZIP_MAGIC
         finally:
@@ -134,11 +175,21 @@ class Input:
             except (OSError, EOFError, zlib.error) as exc:
                 raise self.error(self.path, None, f"cannot read {self.what}: {_reason(exc)}") from None
 
-    def read(self, binary_ok: bool = False) -> bytes:
+    def read(self, binary_ok: bool = False, max_line: Optional[int] = None) -> bytes:
         """The whole content (decompressed), within the limit."""
+        if self._buffered is None and not self.gzipped:
+            try:
+                size = os.stat(self.path).st_size
+            except OSError:
+                size = 0
+            if size > self.limit:
+                raise self.error(self.path, None, f"{self.what} is larger than the "
+                                 f"{format_size(self.limit)} this tool reads; is it the right file?")
         with self.stream() as s:
-            return read_limited(s, self.path, self.limit, self.error, self.what, binary_ok)
+            return read_limited(s, self.path, self.limit, self.error, self.what, binary_ok, max_line)
 
 
-def open_input(path: str, error: ErrorType, what: str, limit: int) -> Input:
-    return Input(str(path), error, what, limit)
+def open_input(path: str, error: ErrorType, what: str, limit: int,
+               max_line: Optional[int] = None) -> Input:
+    """``max_line``: for text read from a pipe or stdin, stop at a line this long."""
+    return Input(str(path), error, what, limit, max_line)

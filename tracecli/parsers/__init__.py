@@ -18,7 +18,7 @@ from ..errors import TraceCliError, TraceFormatError, UnknownFormatError
 from ..inputfile import open_input
 from ..model import Trace
 from . import chainer, kineto, tf_schedule
-from ._text import decode_lines
+from ._text import MAX_LINE_CHARS, decode_lines
 from .kineto_events import read_events
 from .sizes import find_sidecar, load_sizes
 
@@ -47,7 +47,8 @@ class Content:
 
     def __init__(self, path: str):
         self.path = path
-        self.input = open_input(path, TraceFormatError, "trace", MAX_TEXT_BYTES)
+        self.input = open_input(path, TraceFormatError, "trace", MAX_TEXT_BYTES,
+                                max_line=4 * MAX_LINE_CHARS)
         self._head: Optional[str] = None
         self._lines: Optional[list[str]] = None
 
@@ -61,7 +62,7 @@ class Content:
     def lines(self) -> list[str]:
         """The whole text as lines; binary data, bad UTF-8 and huge lines are errors."""
         if self._lines is None:
-            self._lines = decode_lines(self.path, self.input.read(binary_ok=True))
+            self._lines = decode_lines(self.path, self.input.read(max_line=4 * MAX_LINE_CHARS))
         return self._lines
 
     def stream(self) -> BinaryIO:

@@ -46,9 +46,9 @@ def as_run_plan(inp: PlanInput, buckets: Sequence[MeasuredBucket], cost: CostMod
     plan = BucketPlan(AS_RUN, StrategyOptions(), cost, inp, timeline, bound, {}, tuple(notes),
                       measured=True)
     complete = all(t.members for t in timings)
-    settings = settings_for(plan) if complete else {"framework": None, "text": "as run"}
-    return replace(plan, settings={**settings, "text": "as run: " + settings["text"]}
-                   if complete else settings)
+    settings = settings_for(plan) if complete else {"framework": None,
+                                                    "text": "the run's own buckets"}
+    return replace(plan, settings=settings)
 
 
 def as_run_prediction(plan: BucketPlan) -> BucketPlan:

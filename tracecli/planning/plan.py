@@ -16,7 +16,8 @@ from .costmodel import CostModel
 from .strategies import STRATEGIES, ddp_limits
 from .timeline import Timeline, lower_bound, simulate
 
-__all__ = ["PlanInput", "BucketPlan", "make_plan", "compare", "CompareRow", "settings_for"]
+__all__ = ["PlanInput", "BucketPlan", "make_plan", "compare", "CompareRow", "settings_for",
+           "is_default"]
 
 MiB = 1024 * 1024
 
@@ -137,16 +138,16 @@ def settings_for(plan: BucketPlan) -> dict[str, Any]:
     if name == "ddp":
         first, *rest = ddp_limits(o)
         cap = rest[0] if rest else first
-        text = "DistributedDataParallel(bucket_cap_mb=%s)" % _mb(cap)
+        text = "DistributedDataParallel(model, bucket_cap_mb=%s)" % _mb(cap)
         if o.max_bytes is None:
-            text = "DistributedDataParallel() (bucket_cap_mb=25, first bucket 1 MiB)"
+            text = "DistributedDataParallel(model)  # defaults: bucket_cap_mb=25, first bucket 1 MiB"
         return {"framework": "pytorch-ddp", "bucket_cap_mb": cap / MiB,
                 "first_bucket_bytes": first, "text": text}
     if name == "horovod":
         threshold = o.max_bytes if o.max_bytes is not None else HOROVOD_THRESHOLD
         return {"framework": "horovod", "HOROVOD_FUSION_THRESHOLD": threshold,
                 "HOROVOD_CYCLE_TIME": o.cycle_ms,
-                "text": f"HOROVOD_FUSION_THRESHOLD={threshold} HOROVOD_CYCLE_TIME={o.cycle_ms:g}"}
+                "text": f"export HOROVOD_FUSION_THRESHOLD={threshold} HOROVOD_CYCLE_TIME={o.cycle_ms:g}"}
     if name == "tf-spec":
         text = f"--all_reduce_spec={o.spec}"
         if o.agg_small_grads_max_bytes > 0:
@@ -161,11 +162,18 @@ def settings_for(plan: BucketPlan) -> dict[str, Any]:
     contiguous = all(b.members == tuple(range(b.members[0], b.members[-1] + 1)) for b in buckets)
     ordered = [m for b in buckets for m in b.members] == list(range(len(plan.inp.grads)))
     if contiguous and ordered and len({b.dtype for b in buckets}) == 1 and "mixed" not in {b.dtype for b in buckets}:
-        caps = [_mb(b.nbytes) for b in buckets]
-        listed = ", ".join(caps) if len(caps) <= 6 else ", ".join(caps[:3]) + f", ... {len(caps)} caps"
+        caps = ", ".join(_mb(b.nbytes) for b in buckets)
         return {"framework": "pytorch-ddp", "bucket_cap_mb_list": [b.nbytes / MiB for b in buckets],
-                "text": f"DistributedDataParallel(bucket_cap_mb_list=[{listed}]) (torch >= 2.13)"}
+                "torch": ">=2.13",
+                "text": f"DistributedDataParallel(model, bucket_cap_mb_list=[{caps}])  # torch >= 2.13"}
     return {"framework": None, "text": "no framework setting reproduces this plan"}
+
+
+def is_default(plan: BucketPlan) -> bool:
+    """True when ``plan`` uses its framework's default settings."""
+    o = plan.options
+    return o.max_bytes is None and o.first_bucket_bytes is None and (
+        plan.strategy != "horovod" or o.cycle_ms == StrategyOptions().cycle_ms)
 
 
 @dataclass(frozen=True)
@@ -206,5 +214,9 @@ def compare(inp: PlanInput, cost: CostModel, options: StrategyOptions) -> list[C
                                             agg_small_grads_max_group=g), cost)
           for b in [0] + caps for g in (4, 10, 16, 32, 64, 128)]
     rows.append(CompareRow("tf-spec tuned", _best(tf)))
+    for name in ("ddp", "horovod"):  # what the framework does out of the box, for comparison
+        if any(is_default(r.plan) for r in rows if r.plan.strategy == name):
+            continue
+        rows.append(CompareRow(f"{name} default", make_plan(inp, name, StrategyOptions(), cost)))
     rows.sort(key=lambda r: (round(r.plan.timeline.iteration_ms, 9), len(r.plan.buckets), r.label))
     return rows

@@ -1,4 +1,9 @@
-"""Rich renderings of bucket plans and strategy comparisons, and their Chrome traces."""
+"""Renderings of bucket plans and strategy comparisons, their advice and Chrome traces.
+
+Tables are for reading; what to set in a framework is returned separately as plain lines
+(:func:`plan_advice`, :func:`compare_advice`) that the CLI prints whole, so a setting is
+never cut by a table cell and can be pasted as it is.
+"""
 
 from __future__ import annotations
 
@@ -8,25 +13,29 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from ..planning.plan import is_default
 from ..units import format_size
 from .chrome import chrome_trace, complete_event
-from .tables import format_ms as _ms, truncated
+from .tables import format_ms as _ms, plural, truncated
 
-__all__ = ["plan_view", "compare_view", "plan_chrome_trace"]
-
+__all__ = ["plan_view", "compare_view", "plan_chrome_trace", "plan_advice", "compare_advice"]
 
 
 def plan_header(plan) -> Text:
     t, c = plan.timeline, plan.cost
     text = Text()
     text.append("Plan ", style="bold")
-    text.append(f"{plan.strategy}: {len(t.buckets)} buckets for {len(plan.inp.grads)} gradients "
-                f"({format_size(sum(g.nbytes for g in plan.inp.grads))}) on {c.gpus} GPUs\n")
+    sizes = format_size(sum(g.nbytes for g in plan.inp.grads))
+    text.append(f"{plan.strategy}: {plural(len(t.buckets), 'bucket')} for "
+                f"{plural(len(plan.inp.grads), 'gradient')} ({sizes}) on {plural(c.gpus, 'GPU')}"
+                + (" — measured, as the run did it" if plan.measured else "") + "\n")
     text.append(f"cost model: {c.name} {c.algorithm}, alpha {c.alpha_us:g} us, bus bandwidth "
                 f"{c.bandwidth_gbps:g} GB/s" + (f", launch {c.launch_us:g} us" if c.launch_us else "")
                 + f" — {c.source}\n")
     text.append(f"compute: forward {_ms(t.forward_ms)} ms, backward "
                 f"{_ms(t.backward_end_ms - t.forward_ms)} ms — {plan.inp.compute_source}")
+    for note in plan.notes:
+        text.append(f"\nnote: {note}", style="yellow")
     return text
 
 
@@ -35,39 +44,53 @@ def plan_summary(plan) -> Text:
     text = Text()
     text.append(f"iteration {_ms(t.iteration_ms)} ms = compute {_ms(t.compute_ms)} ms + exposed "
                 f"communication {_ms(t.exposed_comm_ms)} ms; communication {_ms(t.comm_ms)} ms, "
-                f"{t.overlap_pct:.1f}% hidden\n")
+                f"{t.overlap_pct:.1f}% hidden")
     if plan.lower_bound_ms:
-        text.append(f"lower bound {_ms(plan.lower_bound_ms)} ms; this plan is "
-                    f"{t.iteration_ms / plan.lower_bound_ms:.3f}x of it\n")
-    text.append(f"set: {plan.settings.get('text')}")
+        text.append(f"\nlower bound {_ms(plan.lower_bound_ms)} ms; this plan is "
+                    f"{t.iteration_ms / plan.lower_bound_ms:.3f}x of it")
     return text
 
 
 def plan_view(plan, top: Optional[int] = None) -> Group:
     table = Table(title="Buckets (launch order)", title_justify="left")
     for col in ("#", "tensors", "first", "last", "bytes", "ready ms", "start ms", "end ms", "comm ms"):
-        table.add_column(col, justify="left" if col in ("first", "last") else "right")
+        if col in ("first", "last"):
+            table.add_column(col, justify="left", overflow="fold", ratio=1)
+        else:
+            table.add_column(col, justify="right", no_wrap=True)
     rows = []
     for b in plan.timeline.buckets:
-        names = plan.tensor_names(b.index)
-        rows.append([str(b.index), str(len(names)), names[0], names[-1], format_size(b.nbytes),
-                     _ms(b.ready_ms), _ms(b.start_ms), _ms(b.end_ms), _ms(b.duration_ms)])
+        names = plan.tensor_names(b.index) or ["?"]
+        rows.append([str(b.index), str(len(b.members)) if b.members else "?", names[0], names[-1],
+                     format_size(b.nbytes), _ms(b.ready_ms), _ms(b.start_ms), _ms(b.end_ms),
+                     _ms(b.duration_ms)])
     shown, hidden = truncated(rows, top)
     for row in shown:
         table.add_row(*row)
     if hidden:
-        table.caption = f"{hidden} more buckets (--top to show more)"
+        table.caption = f"{plural(hidden, 'more bucket')} (--top to show more)"
     return Group(plan_header(plan), table, plan_summary(plan))
 
 
+def plan_advice(plan) -> list[str]:
+    """What to set to get ``plan``, whole lines."""
+    text = plan.settings.get("text") or "no framework setting reproduces this plan"
+    if plan.measured:
+        return [f"The run's own buckets: {text}" if plan.settings.get("framework") else text]
+    if not plan.settings.get("framework"):
+        return [f"To get this plan: {text}"]
+    return ["To get this plan, set:", f"  {text}"]
+
+
 def compare_view(rows, inp_plan) -> Group:
-    table = Table(title="Strategies, best first", title_justify="left")
+    table = Table(title="Strategies, best first (settings to paste are below)",
+                  title_justify="left")
     as_run = rows[0].plan if rows and rows[0].plan.measured else None
     cols = ["strategy", "buckets", "iteration ms", "exposed ms", "hidden", "vs best"]
     if as_run is not None:
         cols.append("vs as run")
-    for col in cols + ["settings"]:
-        table.add_column(col, justify="left" if col in ("strategy", "settings") else "right")
+    for col in cols:
+        table.add_column(col, justify="left" if col == "strategy" else "right", no_wrap=True)
     predicted = [r.plan.timeline.iteration_ms for r in rows if not r.plan.measured]
     best = min(predicted) if predicted else None
     for r in rows:
@@ -77,8 +100,52 @@ def compare_view(rows, inp_plan) -> Group:
         if as_run is not None:
             base = as_run.timeline.iteration_ms
             cells.append(f"{100.0 * (t.iteration_ms - base) / base:+.1f}%" if base else "-")
-        table.add_row(*cells, r.plan.settings.get("text", ""))
+        table.add_row(*cells)
     return Group(plan_header(inp_plan), table)
+
+
+def _pct(a: float, b: float) -> str:
+    return f"{100.0 * (a - b) / b:+.1f}%" if b else "-"
+
+
+def compare_advice(rows) -> list[str]:
+    """Per framework, the best setting found and what its defaults cost: whole lines."""
+    predicted = [r for r in rows if not r.plan.measured]
+    as_run = rows[0].plan if rows and rows[0].plan.measured else None
+    lines = ["What to set (predicted iteration; framework defaults beside):"]
+
+    def best(*strategies):
+        found = [r for r in predicted if r.plan.strategy in strategies and r.plan.settings.get("framework")]
+        return min(found, key=lambda r: r.plan.timeline.iteration_ms) if found else None
+
+    def default(strategy):
+        found = [r for r in predicted if r.plan.strategy == strategy and is_default(r.plan)]
+        return found[0].plan.timeline.iteration_ms if found else None
+
+    ddp = best("ddp")
+    for title, row, base in (("PyTorch DDP", ddp, default("ddp")),
+                             ("Horovod", best("horovod"), default("horovod")),
+                             ("tf_cnn_benchmarks", best("tf-spec"), None)):
+        if row is None:
+            continue
+        ms = row.plan.timeline.iteration_ms
+        head = f"  {title}: {_ms(ms)} ms"
+        if base is not None:
+            head += f"; default {_ms(base)} ms ({_pct(ms, base)})" if abs(ms - base) > 1e-9 \
+                else " (the default is best)"
+        if as_run is not None:
+            head += f"; the run {_pct(ms, as_run.timeline.iteration_ms)}"
+        lines += [head, f"    {row.plan.settings['text']}"]
+    optimal = next((r for r in predicted if r.plan.strategy == "optimal"), None)
+    if optimal is not None and optimal.plan.settings.get("framework"):
+        ms = optimal.plan.timeline.iteration_ms
+        head = f"  Optimal plan, per-bucket caps (torch >= 2.13): {_ms(ms)} ms"
+        if ddp is not None:
+            head += f"; best bucket_cap_mb {_pct(ms, ddp.plan.timeline.iteration_ms)}"
+        lines += [head, f"    {optimal.plan.settings['text']}"]
+    if len(lines) == 1:
+        lines.append("  no framework setting reproduces these plans")
+    return lines
 
 
 def plan_chrome_trace(plan, backward_names: list[tuple[str, float]]) -> dict:
@@ -90,10 +157,10 @@ def plan_chrome_trace(plan, backward_names: list[tuple[str, float]]) -> dict:
         events.append(complete_event(name, clock, ms, 1, 1, "compute"))
         clock += ms
     for b in t.buckets:
-        names = plan.tensor_names(b.index)
+        names = plan.tensor_names(b.index) or ["?"]
         events.append(complete_event(
             f"bucket {b.index} ({format_size(b.nbytes)})", b.start_ms, b.duration_ms, 1, 2,
-            "allreduce", {"tensors": len(names), "bytes": b.nbytes, "ready_ms": b.ready_ms,
+            "allreduce", {"tensors": len(b.members), "bytes": b.nbytes, "ready_ms": b.ready_ms,
                           "first": names[0], "last": names[-1]}))
     return chrome_trace(events, {(1, 1): "compute (predicted)", (1, 2): "all-reduce (predicted)"},
                         {1: f"tracecli plan: {plan.strategy}"})

@@ -10,7 +10,7 @@ from rich.text import Text
 
 from ..units import format_size
 from .chrome import chrome_trace, complete_event
-from .tables import format_ms as _ms, truncated
+from .tables import format_ms as _ms, plural, truncated
 
 __all__ = ["replay_view", "calibration_view", "replay_chrome_trace"]
 
@@ -43,7 +43,7 @@ def replay_view(doc: dict, top: Optional[int] = None) -> Group:
     for row in shown:
         table.add_row(*row)
     if hidden:
-        table.caption = f"{hidden} more buckets (--top to show more)"
+        table.caption = f"{plural(hidden, 'more bucket')} (--top to show more)"
     summary = Table(title="Iteration", title_justify="left")
     for col in ("", "predicted", "measured median", "measured p90", "error"):
         summary.add_column(col, justify="right")

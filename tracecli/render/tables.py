@@ -12,7 +12,16 @@ from ..analysis import Readiness, SizeReport
 from ..model import Trace
 from ..units import format_size
 
-__all__ = ["inspect_view", "truncated", "format_ms"]
+__all__ = ["inspect_view", "truncated", "format_ms", "plural"]
+
+
+def plural(n: int, word: str) -> str:
+    """``1 bucket``, ``2 buckets``, ``1,000 GPUs``.
+
+    >>> plural(1, "rank"), plural(3, "more bucket")
+    ('1 rank', '3 more buckets')
+    """
+    return f"{n:,} {word}" + ("" if n == 1 else "s")
 
 
 def _size(n: Optional[int]) -> str:
@@ -59,10 +68,10 @@ def readiness_table(ready: Readiness, top: Optional[int], per_gradient: bool,
     title = f"Gradient readiness during backward — {ready.method}"
     table = Table(title=title, title_justify="left")
     table.add_column("#", justify="right")
-    table.add_column("layer" if not per_gradient else "gradient")
+    table.add_column("layer" if not per_gradient else "gradient", overflow="fold", ratio=2)
     if per_gradient:
-        table.add_column("layer")
-        table.add_column("shape")
+        table.add_column("layer", overflow="fold", ratio=1)
+        table.add_column("shape", overflow="fold")
     else:
         table.add_column("tensors", justify="right")
     table.add_column("bytes", justify="right")
@@ -96,7 +105,7 @@ def readiness_table(ready: Readiness, top: Optional[int], per_gradient: bool,
     for row in shown:
         table.add_row(*row)
     if hidden:
-        table.caption = f"{hidden} more rows (--top to show more)"
+        table.caption = f"{plural(hidden, 'more row')} (--top to show more)"
     return table
 
 
@@ -117,7 +126,7 @@ def collectives_table(trace: Trace, top: Optional[int]) -> Table:
     for row in shown:
         table.add_row(*row)
     if hidden:
-        table.caption = f"{hidden} more collectives (--top to show more)"
+        table.caption = f"{plural(hidden, 'more collective')} (--top to show more)"
     return table
 
 

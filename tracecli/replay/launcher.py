@@ -18,7 +18,8 @@ from typing import Callable, Optional
 from ..errors import ReplayError, ReplayUnavailableError
 from .jobs import Launch
 
-__all__ = ["require_torch", "resolve_backend", "in_torchrun", "launch", "GRACE_S"]
+__all__ = ["require_torch", "resolve_backend", "in_torchrun", "launch", "GRACE_S",
+           "check_capacity", "cpu_rank_bound"]
 
 GRACE_S = 3.0
 Progress = Optional[Callable[[str, int, int], None]]
@@ -63,6 +64,31 @@ def resolve_backend(launch: Launch) -> tuple[str, Optional[str]]:
     if visible >= local and dist.is_nccl_available():
         return "nccl", None
     return "gloo", (f"{visible} CUDA devices visible for {local} ranks: running gloo on CPU")
+
+
+def cpu_rank_bound() -> tuple[int, str]:
+    """How many CPU ranks this machine holds: two per core, within available memory."""
+    from .validate import RANK_OVERHEAD_BYTES, available_memory
+
+    cores = os.cpu_count() or 1
+    bound, why = 2 * cores, f"{cores} cores, two ranks each"
+    memory = available_memory()
+    if memory is not None and memory // RANK_OVERHEAD_BYTES < bound:
+        bound = max(1, memory // RANK_OVERHEAD_BYTES)
+        why = f"{memory / 2**30:.1f} GiB available, ~{RANK_OVERHEAD_BYTES >> 20} MB a rank"
+    return bound, why
+
+
+def check_capacity(ranks: int, backend: str, oversubscribe: bool = False) -> None:
+    """Refuse more local ranks than the machine can hold, unless told to."""
+    if oversubscribe:
+        return
+    if backend == "gloo":
+        bound, why = cpu_rank_bound()
+        if ranks > bound:
+            raise ReplayUnavailableError(None, None, f"{ranks} CPU ranks are more than this "
+                                         f"machine holds ({bound}: {why}); lower --gpus or "
+                                         "pass --oversubscribe")
 
 
 def _free_port() -> int:

@@ -1,0 +1,116 @@
+"""Output files and options: the rules of tracecli.outfile, and one-line usage errors."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from tracecli import outfile
+
+from conftest import FIXTURES, RESNET, VGG
+from test_cli import assert_error, run
+
+MLP = FIXTURES / "mlp_chainer.txt"
+
+
+@pytest.mark.parametrize("args,words", [
+    (["replay", VGG, "--gpus", "0"], ["--gpus", "0"]),
+    (["replay", VGG, "--iters", "0"], ["--iters"]),
+    (["plan-buckets", VGG, "--strategy", "bogus"], ["'size'", "'optimal'", "'observed'"]),
+    (["plan-buckets", VGG, "--max-bytes", "0"], ["--max-bytes", "at least 1"]),
+    (["plan-buckets", VGG, "--max-bytes", "12xB"], ["suffix"]),
+    (["replay", VGG, "--timeout", "nan"], ["--timeout", "finite"]),
+    (["plan-buckets", VGG, "--backward-ms", "inf"], ["--backward-ms", "finite"]),
+    (["plan-buckets", VGG, "--alpha-us", "-1"], ["--alpha-us"]),
+    (["inspect", VGG, "--format", "pb"], ["'kineto'", "'chainer'", "'tf-schedule'"]),
+    (["frobnicate"], ["No such command"]),
+    (["export", VGG, "--to", "json"], ["-o"]),
+])
+def test_usage_errors_are_one_line(args, words):
+    result = run(*args)
+    assert_error(result, "tracecli", *words)
+
+
+def test_help_names_defaults_and_units():
+    text = " ".join(run("plan-buckets", "--help").stdout.split())
+    assert "32k or 32KiB = 32,768 bytes" in text and "32KB = 32,000" in text
+    assert "DESIGN" not in text
+    for option in ("--backward-ms", "--update-ms", "--alpha-us", "--bandwidth-gbps", "--gpus"):
+        assert option in text
+    assert "default" in text.split("--cycle-ms")[1][:200]
+
+
+def test_dangling_symlink_needs_force_and_is_replaced_not_followed(tmp_path):
+    link = tmp_path / "out.json"
+    target = tmp_path / "elsewhere.json"
+    link.symlink_to(target)
+    assert_error(run("export", MLP, "--to", "json", "-o", link), str(link), "symlink", "--force")
+    assert not target.exists()
+    assert run("export", MLP, "--to", "json", "-o", link, "--force").exit_code == 0
+    assert not link.is_symlink() and not target.exists()
+    json.loads(link.read_text())
+
+
+def test_force_does_not_write_through_a_symlink(tmp_path):
+    target = tmp_path / "precious.txt"
+    target.write_text("keep me")
+    link = tmp_path / "plan.json"
+    link.symlink_to(target)
+    assert run("plan-buckets", MLP, "--out", link, "--force").exit_code == 0
+    assert target.read_text() == "keep me"
+    assert json.loads(link.read_text())["strategy"] == "size"
+
+
+def test_outputs_may_not_collide(tmp_path):
+    same = tmp_path / "x.json"
+    assert_error(run("plan-buckets", MLP, "--out", same, "--chrome-trace", same), str(same),
+                 "same file")
+    assert not same.exists()
+    assert_error(run("plan-buckets", MLP, "--out", MLP, "--force"), str(MLP), "input")
+    assert_error(run("export", MLP, "--to", "json", "-o", tmp_path), str(tmp_path), "directory")
+    assert_error(run("export", MLP, "--to", "json", "-o", tmp_path / "no" / "x.json"),
+                 str(tmp_path / "no" / "x.json"), "directory does not exist")
+
+
+def test_nothing_is_written_when_the_command_fails(tmp_path):
+    out = tmp_path / "plan.json"
+    result = run("plan-buckets", RESNET, "--out", out)  # an op list needs --backward-ms
+    assert result.exit_code == 2 and not out.exists()
+
+
+def test_say_what_was_written(tmp_path):
+    out = tmp_path / "plan.json"
+    result = run("plan-buckets", MLP, "--out", out)
+    assert result.exit_code == 0 and f"wrote {out}" in result.stderr
+
+
+def test_a_failed_replace_keeps_the_old_file(tmp_path, monkeypatch):
+    out = tmp_path / "g.json"
+    out.write_text("old")
+
+    def full(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(outfile.os, "replace", full)
+    result = run("export", MLP, "--to", "json", "-o", out, "--force")
+    assert_error(result, str(out), "No space left", "unchanged")
+    assert out.read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g.json"]  # no temporary left
+
+
+def test_stdout_output(tmp_path):
+    result = run("export", MLP, "--to", "json", "-o", "-")
+    assert result.exit_code == 0 and json.loads(result.stdout)["directed"] is True
+
+
+def test_a_fifo_with_no_writer_does_not_block(tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    assert_error(run("inspect", fifo), str(fifo), "empty")
+
+
+def test_dev_zero_stops_at_once():
+    assert_error(run("inspect", "/dev/zero"), "/dev/zero:1:", "binary")
+    assert_error(run("plan-buckets", VGG, "--op-times", "/dev/zero"), "/dev/zero", "binary")

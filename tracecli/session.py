@@ -1,0 +1,167 @@
+"""The working session: what ``inspect`` and ``plan-buckets`` remember in ``.tracecli/``.
+
+``tracecli inspect trace.txt`` remembers the trace (its path, how it was read, a content
+hash); ``tracecli plan-buckets`` with no TRACE plans it and remembers the plan it printed
+(its options and the plan file itself); ``tracecli replay`` with neither TRACE nor ``--plan``
+replays that plan. Explicit arguments always win; the state only fills in what was left
+out, and scripts never need it. It is one JSON file, ``.tracecli/state.json`` in the
+current directory, written atomically; ``tracecli status`` shows it and deleting
+``.tracecli/`` resets it.
+
+A remembered trace that changed since it was remembered is read again (its plan is then
+stale and forgotten), with a notice; one that vanished is an error naming the way out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from .errors import TraceCliError
+from .outfile import atomic_write
+
+__all__ = ["Session", "RememberedTrace", "SessionError", "STATE_DIR", "STATE_FORMAT"]
+
+STATE_DIR = ".tracecli"
+STATE_FORMAT = "tracecli-session"
+PLAN_FILE = "plan.json"
+_HASH_CHUNK = 1 << 20
+
+
+class SessionError(TraceCliError):
+    """The remembered state cannot be used."""
+
+
+def file_digest(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_HASH_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class RememberedTrace:
+    path: str  # absolute
+    given: str  # as the user typed it
+    format: Optional[str] = None  # --format, if given
+    sizes: Optional[str] = None  # --sizes, absolute, if given
+    step: Optional[int] = None  # --step, if given
+    sha256: str = ""
+    size: int = 0
+    mtime_ns: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Session:
+    """The state of one directory's session (``.tracecli/state.json``)."""
+
+    directory: Path
+    trace: Optional[RememberedTrace] = None
+    plan: Optional[dict[str, Any]] = None  # {"strategy", "options", "file", "trace_sha256"}
+    notices: list[str] = field(default_factory=list)
+
+    @property
+    def state_file(self) -> Path:
+        return self.directory / STATE_DIR / "state.json"
+
+    @property
+    def plan_file(self) -> Path:
+        return self.directory / STATE_DIR / PLAN_FILE
+
+    @classmethod
+    def load(cls, directory: str | Path = ".") -> "Session":
+        session = cls(Path(directory))
+        path = session.state_file
+        if not path.is_file():
+            return session
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(doc, dict) or doc.get("format") != STATE_FORMAT:
+                raise ValueError("not a session file")
+            trace = doc.get("trace")
+            if isinstance(trace, dict):
+                session.trace = RememberedTrace(**{k: trace[k] for k in RememberedTrace.__dataclass_fields__ if k in trace})
+            if isinstance(doc.get("plan"), dict):
+                session.plan = doc["plan"]
+        except (OSError, ValueError, TypeError) as exc:
+            session.notices.append(f"ignoring {path}: it is unreadable ({exc}); delete "
+                                   f"{STATE_DIR}/ to reset the session")
+            session.trace = session.plan = None
+        return session
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": STATE_FORMAT, "version": 1,
+                "trace": self.trace.to_json() if self.trace else None, "plan": self.plan}
+
+    def save(self) -> Optional[str]:
+        """Write the state; a failure is a notice, never an error (the session is optional)."""
+        try:
+            (self.directory / STATE_DIR).mkdir(exist_ok=True)
+            atomic_write(str(self.state_file), (json.dumps(self.to_json(), indent=2) + "\n").encode())
+            return None
+        except (OSError, TraceCliError) as exc:
+            return f"could not remember the session in {STATE_DIR}/: {exc}"
+
+    # -- the trace ---------------------------------------------------------------------
+
+    def remember_trace(self, given: str, format: Optional[str], sizes: Optional[str],
+                       step: Optional[int]) -> None:
+        if given == "-":  # standard input cannot be read again
+            return
+        path = os.path.abspath(given)
+        info = os.stat(path)
+        digest = file_digest(path)
+        if self.trace is None or self.trace.sha256 != digest or self.trace.path != path:
+            self.plan = None
+        self.trace = RememberedTrace(path, given, format, os.path.abspath(sizes) if sizes else None,
+                                     step, digest, info.st_size, info.st_mtime_ns)
+
+    def remembered_trace(self) -> RememberedTrace:
+        """The remembered trace, checked against the file; changed: noticed and refreshed."""
+        if self.trace is None:
+            raise SessionError(None, None, "no trace yet: run tracecli inspect TRACE, or pass TRACE")
+        t = self.trace
+        try:
+            info = os.stat(t.path)
+        except OSError:
+            raise SessionError(t.given, None, "the remembered trace is gone; run tracecli "
+                               "inspect TRACE with the one to use, or pass TRACE") from None
+        if info.st_size != t.size or info.st_mtime_ns != t.mtime_ns:
+            digest = file_digest(t.path)
+            if digest != t.sha256:
+                self.notices.append(f"{t.given} changed since it was remembered; reading it again"
+                                    + ("; the remembered plan is stale and forgotten" if self.plan else ""))
+                self.plan = None
+            self.trace = RememberedTrace(t.path, t.given, t.format, t.sizes, t.step, digest,
+                                         info.st_size, info.st_mtime_ns)
+        return self.trace
+
+    # -- the plan ----------------------------------------------------------------------
+
+    def remember_plan(self, strategy: str, settings: dict[str, Any], plan_text: str) -> Optional[str]:
+        """Keep the plan just printed (its file and how it was made)."""
+        try:
+            (self.directory / STATE_DIR).mkdir(exist_ok=True)
+            atomic_write(str(self.plan_file), plan_text.encode("utf-8"))
+        except (OSError, TraceCliError) as exc:
+            return f"could not remember the plan in {STATE_DIR}/: {exc}"
+        self.plan = {"strategy": strategy, "options": settings,
+                     "file": str(self.plan_file),
+                     "trace_sha256": self.trace.sha256 if self.trace else None}
+        return None
+
+    def remembered_plan(self) -> Optional[str]:
+        """The remembered plan file, if there is one for the remembered trace."""
+        if not self.plan or not Path(self.plan.get("file", "")).is_file():
+            return None
+        if self.trace is not None and self.plan.get("trace_sha256") not in (None, self.trace.sha256):
+            return None
+        return self.plan["file"]

@@ -110,3 +110,31 @@ def test_plan_errors_are_one_line():
                  "tracecli: ", "malformed")
     assert_error(run("plan-buckets", VGG, "--calibration", "x.json", "--network", "10gbe"),
                  "tracecli: ", "not both")
+
+
+@pytest.mark.parametrize("columns", ["80", "100"])
+def test_advice_is_whole_and_names_readable(columns):
+    from click.testing import CliRunner
+
+    from tracecli.cli import cli
+
+    def show(*args):
+        result = CliRunner(env={"COLUMNS": columns, "NO_COLOR": "1"}).invoke(cli, [str(a) for a in args])
+        assert result.exit_code == 0, result.output
+        assert "…" not in result.stdout  # nothing cut with an ellipsis
+        return result.stdout.splitlines()
+
+    lines = show("plan-buckets", VGG, "--compare", "--gpus", "64", "--network", "25gbe")
+    settings = [l.strip() for l in lines if l.startswith("    ")]
+    assert any(l.startswith("DistributedDataParallel(model, bucket_cap_mb=") and l.endswith(")")
+               for l in settings)
+    assert any(l.startswith("export HOROVOD_FUSION_THRESHOLD=") and "HOROVOD_CYCLE_TIME=" in l
+               for l in settings)
+    caps = [l for l in settings if "bucket_cap_mb_list=[" in l]
+    assert caps and caps[0].endswith("])  # torch >= 2.13") and "..." not in caps[0]
+    assert any("default" in l for l in lines if l.startswith("  PyTorch DDP:"))
+    lines = show("inspect", VGG, "--per-gradient")
+    assert any("/predictor/conv5_4/W" in l for l in lines)
+    lines = show("plan-buckets", VGG, "--strategy", "ddp")
+    assert any("/predictor/fc8/W" in l for l in lines)
+    assert not any(" 1 buckets" in l or " 1 GPUs" in l for l in lines)

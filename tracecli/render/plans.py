@@ -10,13 +10,12 @@ from __future__ import annotations
 from typing import Optional
 
 from rich.console import Group
-from rich.table import Table
 from rich.text import Text
 
 from ..planning.plan import is_default
 from ..units import format_size
 from .chrome import chrome_trace, complete_event
-from .tables import format_ms as _ms, plural, truncated
+from .tables import format_ms as _ms, new_table, plural, truncated
 
 __all__ = ["plan_view", "compare_view", "plan_chrome_trace", "plan_advice", "compare_advice"]
 
@@ -51,19 +50,24 @@ def plan_summary(plan) -> Text:
     return text
 
 
+def _span(names: list[str]) -> str:
+    if not names:
+        return "?"
+    return names[0] if len(names) == 1 else f"{names[0]} .. {names[-1]}"
+
+
 def plan_view(plan, top: Optional[int] = None) -> Group:
-    table = Table(title="Buckets (launch order)", title_justify="left")
-    for col in ("#", "tensors", "first", "last", "bytes", "ready ms", "start ms", "end ms", "comm ms"):
-        if col in ("first", "last"):
-            table.add_column(col, justify="left", overflow="fold", ratio=1)
-        else:
-            table.add_column(col, justify="right", no_wrap=True)
+    table = new_table("Buckets in launch order (ms from the step's start)")
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("n", justify="right", no_wrap=True)
+    table.add_column("gradients", overflow="fold", min_width=20, ratio=1)
+    for col in ("bytes", "ready", "start", "end", "comm"):
+        table.add_column(col, justify="right", no_wrap=True)
     rows = []
     for b in plan.timeline.buckets:
-        names = plan.tensor_names(b.index) or ["?"]
-        rows.append([str(b.index), str(len(b.members)) if b.members else "?", names[0], names[-1],
-                     format_size(b.nbytes), _ms(b.ready_ms), _ms(b.start_ms), _ms(b.end_ms),
-                     _ms(b.duration_ms)])
+        rows.append([str(b.index), str(len(b.members)) if b.members else "?",
+                     _span(plan.tensor_names(b.index)), format_size(b.nbytes), _ms(b.ready_ms),
+                     _ms(b.start_ms), _ms(b.end_ms), _ms(b.duration_ms)])
     shown, hidden = truncated(rows, top)
     for row in shown:
         table.add_row(*row)
@@ -83,8 +87,7 @@ def plan_advice(plan) -> list[str]:
 
 
 def compare_view(rows, inp_plan) -> Group:
-    table = Table(title="Strategies, best first (settings to paste are below)",
-                  title_justify="left")
+    table = new_table("Strategies, best first (settings to paste are below)")
     as_run = rows[0].plan if rows and rows[0].plan.measured else None
     cols = ["strategy", "buckets", "iteration ms", "exposed ms", "hidden", "vs best"]
     if as_run is not None:

@@ -5,12 +5,11 @@ from __future__ import annotations
 from typing import Optional
 
 from rich.console import Group
-from rich.table import Table
 from rich.text import Text
 
 from ..units import format_size
 from .chrome import chrome_trace, complete_event
-from .tables import format_ms as _ms, plural, truncated
+from .tables import format_ms as _ms, new_table, plural, truncated
 
 __all__ = ["replay_view", "calibration_view", "replay_chrome_trace"]
 
@@ -27,8 +26,7 @@ def replay_view(doc: dict, top: Optional[int] = None) -> Group:
     head.append(f"prediction: {cm['name']}: alpha {cm['alpha_us']:.2f} us, bus bandwidth "
                 f"{cm['bandwidth_gbps']:.3f} GB/s — {cm['source']}\n")
     head.append(f"compute: {doc['compute']['source']}")
-    table = Table(title="Buckets: predicted vs measured (ms from step start; medians)",
-                  title_justify="left")
+    table = new_table("Buckets: predicted vs measured (ms from step start; medians)")
     bare = "bare_allreduce_ms" in (doc["buckets"][0]["measured"] if doc["buckets"] else {})
     for col in ("#", "bytes", "pred start", "meas start", "pred end", "meas end", "pred comm",
                 "meas comm") + (("bare all-reduce",) if bare else ()):
@@ -44,7 +42,7 @@ def replay_view(doc: dict, top: Optional[int] = None) -> Group:
         table.add_row(*row)
     if hidden:
         table.caption = f"{plural(hidden, 'more bucket')} (--top to show more)"
-    summary = Table(title="Iteration", title_justify="left")
+    summary = new_table("Iteration")
     for col in ("", "predicted", "measured median", "measured p90", "error"):
         summary.add_column(col, justify="right")
     summary.add_row("iteration ms", _ms(p["iteration_ms"]), _ms(m["iteration_ms"]),
@@ -57,8 +55,7 @@ def replay_view(doc: dict, top: Optional[int] = None) -> Group:
 
 
 def calibration_view(doc: dict) -> Group:
-    table = Table(title=f"all-reduce on {doc['gpus']} ranks ({doc['backend']}, {doc['device']})",
-                  title_justify="left")
+    table = new_table(f"all-reduce on {doc['gpus']} ranks ({doc['backend']}, {doc['device']})")
     for col in ("bytes", "median ms", "model ms", "error", "bus GB/s"):
         table.add_column(col, justify="right")
     p = doc["gpus"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from rich import box
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -12,7 +13,13 @@ from ..analysis import Readiness, SizeReport
 from ..model import Trace
 from ..units import format_size
 
-__all__ = ["inspect_view", "truncated", "format_ms", "plural"]
+__all__ = ["inspect_view", "truncated", "format_ms", "plural", "new_table"]
+
+
+def new_table(title: str) -> Table:
+    """A compact table (a rule under the header, no vertical lines): names keep their room
+    at 80 columns."""
+    return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, collapse_padding=True)
 
 
 def plural(n: int, word: str) -> str:
@@ -66,20 +73,22 @@ def summary(trace: Trace, sizes: SizeReport) -> Text:
 def readiness_table(ready: Readiness, top: Optional[int], per_gradient: bool,
                     details: Optional[dict] = None) -> Table:
     title = f"Gradient readiness during backward — {ready.method}"
-    table = Table(title=title, title_justify="left")
-    table.add_column("#", justify="right")
-    table.add_column("layer" if not per_gradient else "gradient", overflow="fold", ratio=2)
+    sources = {g.source for g in ready.gradients}
+    by_column = per_gradient and len(sources) > 1  # one source for all: said in the title
+    if per_gradient and len(sources) == 1:
+        title += f" (ready by: {sources.pop()})"
+    table = new_table(title)
+    table.add_column("#", justify="right", overflow="fold")
+    table.add_column("layer" if not per_gradient else "gradient", overflow="fold", min_width=20)
     if per_gradient:
-        table.add_column("layer", overflow="fold", ratio=1)
         table.add_column("shape", overflow="fold")
     else:
-        table.add_column("tensors", justify="right")
-    table.add_column("bytes", justify="right")
-    table.add_column("cumulative", justify="right")
-    table.add_column("bwd op", justify="right")
-    if per_gradient:
-        table.add_column("ready by")
-    table.add_column("ready ms", justify="right")
+        table.add_column("tensors", justify="right", overflow="fold")
+    for col in ("bytes", "cumulative", "bwd op"):
+        table.add_column(col, justify="right", overflow="fold")
+    if by_column:
+        table.add_column("ready by", overflow="fold")
+    table.add_column("ready ms", justify="right", overflow="fold")
     cumulative: Optional[int] = 0
     rows = []
     items = ready.gradients if per_gradient else ready.layers
@@ -92,10 +101,10 @@ def readiness_table(ready: Readiness, top: Optional[int], per_gradient: bool,
         if per_gradient:
             info = details.get(item.tensor_id, {})
             shape = info.get("shape") or item.shape
-            rows.append([str(item.ready_index), item.name, item.layer or "-",
+            rows.append([str(item.ready_index), item.name,
                          "x".join(map(str, shape)) if shape else "-",
-                         _size(item.nbytes), _size(cumulative), str(item.backward_position),
-                         item.source, format_ms(info.get("ready_ms"))])
+                         _size(item.nbytes), _size(cumulative), str(item.backward_position)]
+                        + ([item.source] if by_column else []) + [format_ms(info.get("ready_ms"))])
         else:
             info = details.get(first_of_layer.get(item.name), {})
             rows.append([str(item.ready_index), item.name, str(len(item.tensors)),
@@ -111,7 +120,7 @@ def readiness_table(ready: Readiness, top: Optional[int], per_gradient: bool,
 
 def collectives_table(trace: Trace, top: Optional[int]) -> Table:
     """The collectives the traced run executed, step by step (ms from each step's start)."""
-    table = Table(title="Collectives of the run (ms from each step's start)", title_justify="left")
+    table = new_table("Collectives of the run (ms from each step's start)")
     for col in ("step", "kind", "purpose", "elements", "bytes", "dtype", "launched", "ran",
                 "ended", "took"):
         table.add_column(col, justify="left" if col in ("kind", "purpose", "dtype") else "right")
@@ -131,7 +140,7 @@ def collectives_table(trace: Trace, top: Optional[int]) -> Table:
 
 
 def statistics_table(sizes: SizeReport, trace_hint: str = "") -> Table:
-    table = Table(title="Gradient sizes", title_justify="left")
+    table = new_table("Gradient sizes")
     for col in ("count", "min", "median", "mean", "max", "total"):
         table.add_column(col, justify="right")
     if not sizes.known:
@@ -144,7 +153,7 @@ def statistics_table(sizes: SizeReport, trace_hint: str = "") -> Table:
 
 
 def histogram_table(sizes: SizeReport) -> Table:
-    table = Table(title="Gradients by size class", title_justify="left")
+    table = new_table("Gradients by size class")
     table.add_column("size class")
     table.add_column("count", justify="right")
     table.add_column("bytes", justify="right")

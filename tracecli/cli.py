@@ -507,6 +507,8 @@ ranks_option = click.option("--gpus", type=click.IntRange(2, 4096), default=2, s
               help="Untimed iterations first.")
 @click.option("--baseline", is_flag=True, help="Also time a bare all-reduce of each bucket "
               "(the replay's own overhead).")
+@click.option("--dry-run", is_flag=True, help="Check everything and show the plan that would be "
+              "replayed, with its prediction; start no rank.")
 @click.option("--top", type=click.IntRange(min=1), help="Show only the first N buckets "
               "(default: all).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (see the README).")
@@ -515,8 +517,8 @@ ranks_option = click.option("--gpus", type=click.IntRange(2, 4096), default=2, s
 @click.option("--force", is_flag=True, help="Replace --out / --chrome-trace files (a symlink "
               "is replaced, not followed).")
 @click.pass_context
-def replay(ctx, trace, fmt, sizes, step, plan_file, iters, warmup, baseline, top, as_json, out,
-           chrome_trace, force, **kw):
+def replay(ctx, trace, fmt, sizes, step, plan_file, iters, warmup, baseline, dry_run, top, as_json,
+           out, chrome_trace, force, **kw):
     """Run the plan with real all-reduces on real ranks and compare with the prediction.
 
     With neither TRACE nor --plan, replays the plan remembered by tracecli plan-buckets, or
@@ -572,6 +574,22 @@ def replay(ctx, trace, fmt, sizes, step, plan_file, iters, warmup, baseline, top
     from .replay.validate import check_job
 
     check_job(job, world, backend, plan_file)
+    if dry_run:
+        from .planning import resolve_cost_model
+
+        cost = job.cost
+        if cost is None:
+            cost = resolve_cost_model(world, "nvlink-h100")
+            say("dry run: the replay calibrates in place first; predicted here with the "
+                "nvlink-h100 preset (pass --network or --calibration)")
+        plan = job.plan(cost)
+        if as_json:
+            click.echo(jsonout.dumps(plan.to_json()), nl=False)
+        else:
+            console().print(plans.plan_view(plan, top))
+            _lines([f"dry run: {world} ranks ({backend}) would replay {iters} iterations after "
+                    f"{warmup} warm-up; nothing was started"])
+        return
     say(notice)
     with progress_bar(not as_json and not quiet) as progress:
         doc = run_replay(job, Launch(world, backend, launch.timeout_s, launch.fault), progress)

@@ -27,7 +27,10 @@ from ..model import ComputeSource, OpKind, Trace
 from .readiness import Readiness
 from .shapes import op_costs
 
-__all__ = ["Device", "DEVICES", "ComputeProfile", "OpTimes", "load_op_times", "compute_profile"]
+__all__ = ["Device", "DEVICES", "ComputeProfile", "OpTimes", "load_op_times", "compute_profile",
+           "MAX_OP_MS"]
+
+MAX_OP_MS = 1e7  # ~2.8 hours; no op of one step takes longer
 
 
 @dataclass(frozen=True)
@@ -117,8 +120,9 @@ def load_op_times(path: str | Path) -> OpTimes:
                                '{"op12": 0.8, "/predictor/fc6": 2.5, "forward_ms": 40}')
 
     def ms(value, what) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-            raise CalibrationError(path, 1, f"{what} must be a non-negative number of ms")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                or not 0 <= value <= MAX_OP_MS:
+            raise CalibrationError(path, 1, f"{what} must be a number of ms from 0 to {MAX_OP_MS:g}")
         return float(value)
 
     forward = doc.get("forward_ms")

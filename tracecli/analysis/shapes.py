@@ -79,10 +79,10 @@ def _infer(trace: Trace, op: Op, n: int, shapes: dict[str, tuple[int, ...]]) -> 
         w = ins[1]
         cout = _elements(ins[2]) if len(ins) >= 3 else None
         per_sample = _elements(x) / n
-        if cout is None:
+        if not cout:
             return
         ho = _square(_elements(y) / (n * cout))
-        groups = int(attrs.get("groups", 1) or 1)
+        groups = attrs.get("groups", 1) or 1  # checked by the parser: an int >= 1
         for k in range(1, 12):
             cin_g = _elements(w) / (cout * k * k)
             if cin_g != int(cin_g) or cin_g <= 0:
@@ -91,7 +91,7 @@ def _infer(trace: Trace, op: Op, n: int, shapes: dict[str, tuple[int, ...]]) -> 
             h = _square(per_sample / cin)
             if h is None or ho is None:
                 continue
-            p, s = int(attrs.get("ph", 0)), int(attrs.get("sy", 1)) or 1
+            p, s = attrs.get("ph", 0), attrs.get("sy", 1) or 1
             if (h + 2 * p - k) // s + 1 == ho:
                 shapes.setdefault(x.id, (n, cin, h, h))
                 shapes[w.id] = (cout, int(cin_g), k, k)
@@ -112,6 +112,8 @@ def _infer(trace: Trace, op: Op, n: int, shapes: dict[str, tuple[int, ...]]) -> 
         return
     if op.name in ("MaxPooling2D", "AveragePooling2D") and x.id in shapes and len(shapes[x.id]) == 4:
         c = shapes[x.id][1]
+        if not c:
+            return
         ho = _square(_elements(y) / (n * c))
         if ho is not None:
             shapes[y.id] = (n, c, ho, ho)
@@ -149,12 +151,13 @@ def op_costs(trace: Trace) -> dict[str, OpCost]:
         if op.name in _MATMUL_OPS and len(ins) >= 2:
             w = _elements(ins[1])
             cout = _elements(ins[2]) if len(ins) >= 3 else None
-            if cout is None:  # no bias: assume square-free linear, y = N·out, x = N·in
+            if not cout:  # no bias: assume square-free linear, y = N·out, x = N·in
                 flops = 2.0 * math.sqrt(_elements(ins[0]) * out_elems * w)
             else:
                 flops = 2.0 * out_elems * (w / cout)
         elif op.name in ("MaxPooling2D", "AveragePooling2D"):
-            flops = float(out_elems * int((op.attrs or {}).get("kh", 1)) * int((op.attrs or {}).get("kw", 1)))
+            attrs = op.attrs or {}
+            flops = float(out_elems * attrs.get("kh", 1) * attrs.get("kw", 1))
         else:
             flops = float(out_elems)
         forward_cost[op.id] = costs[op.id] = OpCost(flops, nbytes)

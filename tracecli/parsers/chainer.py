@@ -17,6 +17,8 @@ import re
 from collections import defaultdict
 from typing import Optional
 
+from ._jsonstream import strict_decoder
+
 from ..errors import TraceFormatError, excerpt
 from ..model import (
     Abilities, ComputeSource, Op, OpKind, ReadinessMethod, Tensor, TensorKind, Trace, VariableOrder,
@@ -33,6 +35,12 @@ _HEADER_RE = re.compile(r"^\s*\d+\s+\d+\s*$")
 _INT_RE = re.compile(r"^[0-9]+$")
 _CLASS_RE = re.compile(r"^[A-Za-z_][\w.<>]*$")
 _BACKWARD_ROLES = ("gradient", "input", "output")
+# Attributes shape inference reads: checked where they are read, so nothing downstream
+# meets a NaN, a string or 1e308 where it expects a stride.
+_INT_ATTRS = {"sy": 1, "sx": 1, "ph": 0, "pw": 0, "kh": 1, "kw": 1, "groups": 1, "dy": 1, "dx": 1}
+MAX_ATTR = 1 << 20
+MAX_RANK = 1 << 40
+_DECODER = strict_decoder()
 
 
 def looks_like(lines: list[str]) -> bool:
@@ -125,6 +133,9 @@ def _parse_tensors(r: _Reader, count: int) -> tuple[dict[str, Tensor], dict[str,
             kind, layer = TensorKind.ACTIVATION, None
         elif name.startswith("/"):
             kind, layer = TensorKind.PARAMETER, name.rsplit("/", 1)[0] or "/"
+            if size % 4:
+                raise r.error(f"parameter {excerpt(name)} has {size} bytes, not a whole number "
+                              "of float32 elements (4 bytes each)")
         else:
             kind, layer = TensorKind.INPUT, None
         tensors[tid] = Tensor(tid, kind, name, size, line=line, layer=layer, dtype="float32")
@@ -191,16 +202,25 @@ def _tensor_ref(r: _Reader, text: str, kind_of: dict[str, TensorKind]) -> str:
 def _attrs(r: _Reader) -> dict:
     text = r.lines[r.pos - 1]
     try:
-        attrs = json.loads(text)
+        attrs = _DECODER.decode(text)
     except (json.JSONDecodeError, RecursionError) as exc:
         message = getattr(exc, "msg", "too deeply nested")
         raise r.error(f"attributes are not valid JSON ({message}); expected one JSON object") from None
+    except ValueError as exc:  # NaN, duplicate keys, integers of 4,300+ digits
+        raise r.error(f"attributes are not valid JSON ({str(exc)[:60]}); expected one JSON "
+                      "object") from None
     if not isinstance(attrs, dict):
         raise r.error("attributes must be one JSON object, e.g. {\"rank\": 0}")
     rank = attrs.get("rank")
-    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
+    if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank <= MAX_RANK:
         raise r.error("attributes need \"rank\", a non-negative integer (the function's "
                       "topological generation)")
+    for key, least in _INT_ATTRS.items():
+        if key in attrs:
+            value = attrs[key]
+            if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= MAX_ATTR:
+                raise r.error(f"attribute {key!r} must be an integer from {least} to {MAX_ATTR}, "
+                              f"not {excerpt(repr(value))}")
     return attrs
 
 
@@ -226,6 +246,16 @@ def _pair_and_layer(path: str, ops: list[Op], tensors: dict[str, Tensor]) -> lis
                 return tensors[tid].layer
         return None
 
+    # A backward record's partner is the forward record of its class and rank that consumed
+    # its outputs and created its upstream gradients. Each array has one creator, so the
+    # creator of a gradient input is the only candidate: linear, however many records share
+    # a class and rank. Records without a gradient input (rare) search by an input they
+    # produced a gradient for.
+    by_input: dict[tuple[str, int, str], list[Op]] = defaultdict(list)
+    for f in ops:
+        if f.kind is OpKind.FORWARD:
+            for tid in dict.fromkeys(f.inputs):
+                by_input[(f.name, f.rank, tid)].append(f)
     paired: dict[str, Op] = {}
     result = []
     for op in ops:
@@ -234,10 +264,18 @@ def _pair_and_layer(path: str, ops: list[Op], tensors: dict[str, Tensor]) -> lis
             continue
         grads = {tid for tid, role in zip(op.inputs, op.input_roles) if role == "gradient"}
         outs = set(op.outputs)
-        candidates = [
-            f for f in by_key.get((op.name, op.rank), [])
-            if outs <= set(f.inputs) and grads <= set(f.outputs)
-        ]
+
+        def fits(f: Op) -> bool:
+            return (f.name, f.rank) == (op.name, op.rank) and outs <= set(f.inputs) \
+                and grads <= set(f.outputs)
+
+        if grads:
+            creator = producer.get(next(iter(sorted(grads))))
+            candidates = [creator] if creator is not None and fits(creator) else []
+        elif op.outputs:
+            candidates = [f for f in by_input.get((op.name, op.rank, op.outputs[0]), ()) if fits(f)]
+        else:
+            candidates = [f for f in by_key.get((op.name, op.rank), []) if fits(f)]
         if not candidates:
             raise TraceFormatError(
                 path, op.line, f"backward {op.name} (rank {op.rank}) has no forward record "

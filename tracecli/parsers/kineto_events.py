@@ -94,6 +94,15 @@ def _number(value, path: str, line: int, what: str) -> float:
     return value
 
 
+def _key(value, path: str, line: int, what: str):
+    """An id used to join events (thread, flow, correlation): an integer or a string."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or (
+            isinstance(value, str) and len(value) > 256):
+        raise TraceFormatError(path, line, f"{what} must be an integer or a short string, not "
+                               f"{excerpt(repr(value))}")
+    return value
+
+
 def _dims(value, path: str, line: int) -> list:
     """``Input Dims``: a list whose items are shapes (lists of ints) or lists of shapes."""
     if not isinstance(value, list):
@@ -160,6 +169,8 @@ def read_events(stream: BinaryIO, path: str,
         ph = value.get("ph")
         if ph == "X":
             cat = value.get("cat")
+            if not isinstance(cat, str):
+                continue  # uncategorised events are not ones tracecli reads
             if cat in _KEEP_CATS:
                 name = value.get("name")
             elif cat == "kernel":
@@ -169,8 +180,9 @@ def read_events(stream: BinaryIO, path: str,
             elif cat == "cuda_runtime":
                 args = value.get("args")
                 if isinstance(args, dict) and "correlation" in args:
-                    launches[args["correlation"]] = (value.get("tid"),
-                                                     _number(value.get("ts"), path, line, "ts"))
+                    launches[_key(args["correlation"], path, line, "correlation")] = (
+                        _key(value.get("tid"), path, line, "tid"),
+                        _number(value.get("ts"), path, line, "ts"))
                 continue
             else:
                 continue
@@ -179,15 +191,19 @@ def read_events(stream: BinaryIO, path: str,
             ts = _number(value.get("ts"), path, line, "ts")
             dur = _number(value.get("dur", 0), path, line, "dur")
             args = value.get("args")
+            tid = _key(value.get("tid", 0), path, line, "tid")
             if cat == "kernel":
                 kept = {k: args[k] for k in ("correlation",) + COMM_ARGS
                         if isinstance(args, dict) and k in args} or None
-                kernels.append(Event(name, cat, value.get("tid"), ts, dur, line, kept))
+                if kept and "correlation" in kept:
+                    _key(kept["correlation"], path, line, "correlation")
+                kernels.append(Event(name, cat, tid, ts, dur, line, kept))
             else:
-                host.append(Event(name, cat, value.get("tid"), ts, dur, line,
+                host.append(Event(name, cat, tid, ts, dur, line,
                                   _kept_args(name, args, path, line)))
         elif ph in ("s", "f") and value.get("cat") == "fwdbwd":
-            flows.append(Flow(value.get("id"), ph, value.get("tid"),
+            flows.append(Flow(_key(value.get("id"), path, line, "flow id"), ph,
+                              _key(value.get("tid", 0), path, line, "tid"),
                               _number(value.get("ts"), path, line, "ts")))
         elif ph is None:
             raise TraceFormatError(path, line, "a trace event without \"ph\" (its phase)")

@@ -61,12 +61,28 @@ def looks_like(lines: Sequence[str]) -> bool:
     return bool(head) and all(_NAME_RE.match(n) for n in head) and any("/" in n for n in head)
 
 
+MAX_INDEX_DIGITS = 9  # no model has a billion variables or op copies
+
+
 def _split_suffix(last: str) -> tuple[str, Optional[int]]:
-    """``MatMul_3`` -> ``("MatMul", 3)``; ``Conv2D`` -> ``("Conv2D", None)``."""
+    """``MatMul_3`` -> ``("MatMul", 3)``; ``Conv2D`` -> ``("Conv2D", None)``; a suffix of
+    more than nine digits is no copy number.
+
+    >>> _split_suffix("x_" + "9" * 5000)[1] is None
+    True
+    """
     i = last.rfind("_")
-    if i > 0 and last[i + 1:].isdigit():
-        return last[:i], int(last[i + 1:])
+    digits = last[i + 1:]
+    if i > 0 and digits.isascii() and digits.isdigit() and len(digits) <= MAX_INDEX_DIGITS:
+        return last[:i], int(digits)
     return last, None
+
+
+def _index(digits: Optional[str]) -> int:
+    """A variable index named in an op; -1 for one no model can have (too many digits)."""
+    if not digits:
+        return 0
+    return int(digits) if len(digits) <= MAX_INDEX_DIGITS else -1
 
 
 def producer_role(name: str) -> Optional[str]:
@@ -123,7 +139,7 @@ def _classify(name: str) -> tuple[OpKind, Optional[int], Optional[list[str]]]:
     if "Allreduce/cond" in name:
         match = _ALLREDUCE_RE.search(name)
         if match:
-            index = int(match.group(1) or 0)
+            index = _index(match.group(1))
             rest = name[match.end():]
             if rest.startswith("output/") or "/output/" in rest:
                 return OpKind.ALLREDUCE_OUTPUT, index, None
@@ -141,7 +157,7 @@ def _classify(name: str) -> tuple[OpKind, Optional[int], Optional[list[str]]]:
     if "update" in name:
         match = _UPDATE_RE.search(name)
         if match:
-            return OpKind.UPDATE, int(match.group(1) or 0), None
+            return OpKind.UPDATE, _index(match.group(1)), None
     if "ResourceApply" in last or last.startswith("Apply"):
         return OpKind.UPDATE, None, None
     if "gradient" in name and _backward_scope(name) is not None:
@@ -219,6 +235,10 @@ def parse(
         if progress and position % 50_000 == 0:
             progress("parse", position, len(names))
         kind, index, scope = _classify(name)
+        if index == -1:
+            raise TraceFormatError(path, number, f"names a variable index of more than "
+                                   f"{MAX_INDEX_DIGITS} digits: {name[:60]!r}; no model has "
+                                   "that many variables")
         layer = None
         if scope:
             layer = layers.of(scope)
@@ -304,10 +324,8 @@ def _tensors(variables: Optional[list[Variable]], indices: list[int]) -> list[Te
                    layer=v.layer, dtype=v.dtype, shape=v.shape, index=v.index)
             for v in variables
         ]
-    return [
-        Tensor(f"v{n}", TensorKind.PARAMETER, f"variable[{n}]", None, index=n)
-        for n in range(indices[-1] + 1)
-    ] if indices else []
+    # Without a sidecar, the variables are the ones the list names (never sized by an index).
+    return [Tensor(f"v{n}", TensorKind.PARAMETER, f"variable[{n}]", None, index=n) for n in indices]
 
 
 def _link(ops: list[Op], tensors: list[Tensor]) -> tuple[list[Op], list[Link]]:

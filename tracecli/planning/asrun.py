@@ -12,10 +12,10 @@ from dataclasses import replace
 from typing import NamedTuple, Sequence
 
 from ..errors import PlanError
-from .base import Grouping, StrategyOptions
+from .base import StrategyOptions
 from .costmodel import CostModel
-from .plan import BucketPlan, PlanInput, settings_for
-from .timeline import BucketTiming, Timeline, lower_bound, simulate
+from .plan import BucketPlan, PlanInput, fixed_plan, settings_for
+from .timeline import BucketTiming, Timeline, lower_bound
 
 __all__ = ["MeasuredBucket", "as_run_plan", "as_run_prediction", "AS_RUN"]
 
@@ -55,8 +55,6 @@ def as_run_prediction(plan: BucketPlan) -> BucketPlan:
     """The as-run grouping under the cost model: how far the model is from the run."""
     if not all(b.members for b in plan.buckets):
         raise PlanError(None, None, "the as-run buckets are not all matched to gradients")
-    grouping = Grouping([b.members for b in plan.buckets])
-    inp = plan.inp
-    timeline = simulate(inp.grads, grouping, plan.cost, inp.forward_ms, inp.backward_end_ms,
-                        inp.update_ms)
-    return replace(plan, timeline=timeline, measured=False)
+    predicted = fixed_plan(plan.inp, [b.members for b in plan.buckets], AS_RUN, plan.options,
+                           plan.cost)
+    return replace(plan, timeline=predicted.timeline, measured=False)

@@ -24,6 +24,9 @@ __all__ = ["CostModel", "Network", "NETWORKS", "ALGORITHMS", "resolve_cost_model
            "load_calibration", "calibration_doc", "CALIBRATION_FORMAT"]
 
 ALGORITHMS = ("ring", "tree")
+MAX_ALPHA_US = 1e7  # 10 s a step: no interconnect is slower
+MIN_BANDWIDTH_GBPS = 1e-6  # 1 kB/s
+MAX_BANDWIDTH_GBPS = 1e6
 CALIBRATION_FORMAT = "tracecli-calibration"
 
 
@@ -169,21 +172,26 @@ def load_calibration(path: str | Path) -> CostModel:
         raise CalibrationError(path, 1, f"not a calibration profile (expected \"format\": "
                                f"\"{CALIBRATION_FORMAT}\"); make one with tracecli calibrate --out")
     values = {}
-    for key in ("alpha_us", "bandwidth_gbps"):
+    for key, low, high in (("alpha_us", 0.0, MAX_ALPHA_US), ("bandwidth_gbps", MIN_BANDWIDTH_GBPS,
+                                                          MAX_BANDWIDTH_GBPS)):
         value = doc.get(key)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise CalibrationError(path, 1, f"{key} must be a number")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                or not low <= value <= high:
+            raise CalibrationError(path, 1, f"{key} must be a number from {low:g} to {high:g}, "
+                                   f"not {str(value)[:40]}")
         values[key] = float(value)
-    if values["alpha_us"] < 0 or values["bandwidth_gbps"] <= 0:
-        raise CalibrationError(path, 1, "alpha_us must be >= 0 and bandwidth_gbps > 0")
+    gpus = doc.get("gpus", 1)
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or not 1 <= gpus <= 1 << 20:
+        raise CalibrationError(path, 1, f"gpus must be a rank count from 1 to {1 << 20}, not "
+                               f"{str(gpus)[:40]}")
     algorithm = doc.get("algorithm", "ring")
     if algorithm not in ALGORITHMS:
-        raise CalibrationError(path, 1, f"algorithm must be ring or tree, not {algorithm!r}")
+        raise CalibrationError(path, 1, f"algorithm must be ring or tree, not {str(algorithm)[:40]!r}")
     fit = doc.get("fit") if isinstance(doc.get("fit"), dict) else {}
     r2 = fit.get("r2")
-    quality = f", R²={r2:.4f}" if isinstance(r2, (int, float)) and not isinstance(r2, bool) else ""
-    source = (f"calibrated {doc.get('backend', '?')} on {doc.get('gpus', '?')} ranks "
-              f"({doc.get('device', '?')}){quality}")
-    gpus = doc.get("gpus") if isinstance(doc.get("gpus"), int) and doc.get("gpus") > 0 else 1
+    quality = f", R²={r2:.4f}" if isinstance(r2, (int, float)) and not isinstance(r2, bool) \
+        and math.isfinite(r2) else ""
+    source = (f"calibrated {str(doc.get('backend', '?'))[:40]} on {gpus} ranks "
+              f"({str(doc.get('device', '?'))[:80]}){quality}")
     return CostModel(f"calibration:{Path(path).name}", values["alpha_us"],
                      values["bandwidth_gbps"], gpus, algorithm, 0.0, source)

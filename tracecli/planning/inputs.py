@@ -40,6 +40,10 @@ def plan_input(trace: Trace, ready: Readiness, profile: ComputeProfile,
         hint = trace.abilities.sizes_hint or "the trace does not record them"
         raise PlanError(trace.path, None, f"sizes of {len(unknown)} gradients are unknown "
                         f"(e.g. {unknown[0]}): {hint}")
+    if not ready.gradients:
+        why = ("no backward op produces a parameter's gradient" if trace.parameters()
+               else "it has no parameters")
+        raise PlanError(trace.path, None, f"no gradients to plan: {why}")
     times = profile.ready_times()
     order = variable_order(trace)
     grads = tuple(

@@ -11,13 +11,15 @@ from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 from ..errors import PlanError
-from .base import DDP_BUCKET_CAP, DDP_FIRST_BUCKET_BYTES, HOROVOD_THRESHOLD, Grad, StrategyOptions
+from .base import (
+    DDP_BUCKET_CAP, DDP_FIRST_BUCKET_BYTES, HOROVOD_THRESHOLD, Grad, Grouping, StrategyOptions,
+)
 from .costmodel import CostModel
 from .strategies import STRATEGIES, ddp_limits
 from .timeline import Timeline, lower_bound, simulate
 
 __all__ = ["PlanInput", "BucketPlan", "make_plan", "compare", "CompareRow", "settings_for",
-           "is_default"]
+           "is_default", "fixed_plan"]
 
 MiB = 1024 * 1024
 
@@ -124,6 +126,16 @@ def make_plan(inp: PlanInput, strategy: str, options: StrategyOptions, cost: Cos
                         inp.update_ms)
     bound = lower_bound(inp.grads, cost, inp.backward_end_ms, inp.update_ms)
     plan = BucketPlan(strategy, options, cost, inp, timeline, bound, {})
+    return replace(plan, settings=settings_for(plan))
+
+
+def fixed_plan(inp: PlanInput, buckets, strategy: str, options: StrategyOptions,
+               cost: CostModel) -> BucketPlan:
+    """A given grouping (a plan file's, the run's own) predicted under ``cost``."""
+    timeline = simulate(inp.grads, Grouping([tuple(b) for b in buckets]), cost, inp.forward_ms,
+                        inp.backward_end_ms, inp.update_ms)
+    bound = lower_bound(inp.grads, cost, inp.backward_end_ms, inp.update_ms)
+    plan = BucketPlan(strategy, replace(options, cost=cost), cost, inp, timeline, bound, {})
     return replace(plan, settings=settings_for(plan))
 
 

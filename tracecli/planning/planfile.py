@@ -1,4 +1,9 @@
-"""Reading a plan file (``plan-buckets --out``) back: its gradients, compute and grouping."""
+"""Reading a plan file (``plan-buckets --out``) back: its gradients, compute and grouping.
+
+Everything a replay will act on is checked here, before any rank starts: names are
+strings, byte counts integers of at most 1 PiB, dtypes ones replay can allocate, times
+finite and within a step of at most ~2.8 hours, every gradient in exactly one bucket.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +11,17 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ..errors import PlanError
+from ..errors import PlanError, excerpt
 from ..jsonfile import read_json
+from ..model import DTYPE_BYTES
 from .base import Grad
 from .plan import PlanInput
 
-__all__ = ["load_plan_file"]
+__all__ = ["load_plan_file", "MAX_PLAN_BYTES", "MAX_PLAN_MS"]
+
+MAX_PLAN_BYTES = 1 << 50
+MAX_PLAN_MS = 1e7
+REPLAYABLE_DTYPES = ("float32", "float16", "bfloat16", "float64", "half", "float", "double")
 
 
 def load_plan_file(path: str | Path) -> tuple[PlanInput, list[tuple[int, ...]], dict[str, Any]]:
@@ -20,49 +30,63 @@ def load_plan_file(path: str | Path) -> tuple[PlanInput, list[tuple[int, ...]], 
     doc = read_json(path, PlanError, "plan file")
 
     def bad(what: str) -> PlanError:
-        return PlanError(path, 1, f"not a plan file ({what}); make one with tracecli "
+        return PlanError(path, 1, f"not a valid plan file ({what}); make one with tracecli "
                          "plan-buckets --out PLAN.json")
+
+    def ms(value, what: str) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                not math.isfinite(value) or not 0 <= value <= MAX_PLAN_MS:
+            raise bad(f"{what} must be a number of ms from 0 to {MAX_PLAN_MS:g}")
+        return float(value)
 
     if not isinstance(doc, dict):
         raise bad("not a JSON object")
     for key in ("strategy", "gradients", "buckets", "compute"):
         if key not in doc:
             raise bad(f"no {key!r}")
-    grads = []
-    index = {}
-    for i, g in enumerate(doc["gradients"] if isinstance(doc["gradients"], list) else []):
-        if not isinstance(g, dict) or not isinstance(g.get("name"), str) or not _num(g.get("ready_ms")) \
-                or not isinstance(g.get("bytes"), int) or isinstance(g.get("bytes"), bool) or g["bytes"] < 0:
-            raise bad(f"gradient {i} needs name, bytes and ready_ms")
-        dtype = g.get("dtype") if isinstance(g.get("dtype"), str) else "float32"
-        if g["name"] in index:
-            raise bad(f"gradient {g['name']!r} listed twice")
-        index[g["name"]] = i
-        grads.append(Grad(g["name"], g["bytes"], dtype, g["bytes"] // 4, float(g["ready_ms"]), i))
-    if not grads:
-        raise bad("no gradients")
+    if not isinstance(doc["strategy"], str) or len(doc["strategy"]) > 100:
+        raise bad("strategy must be a short string")
+    if not isinstance(doc["gradients"], list) or not doc["gradients"]:
+        raise bad("gradients must be a non-empty list")
+    grads, index = [], {}
+    for i, g in enumerate(doc["gradients"]):
+        if not isinstance(g, dict):
+            raise bad(f"gradient {i} is not an object")
+        name, nbytes, dtype = g.get("name"), g.get("bytes"), g.get("dtype", "float32")
+        if not isinstance(name, str) or not name or len(name) > 4096:
+            raise bad(f"gradient {i} needs a name")
+        if isinstance(nbytes, bool) or not isinstance(nbytes, int) or not 0 <= nbytes <= MAX_PLAN_BYTES:
+            raise bad(f"gradient {i} ({excerpt(name)}): bytes must be an integer from 0 to 2^50")
+        if not isinstance(dtype, str) or dtype not in REPLAYABLE_DTYPES:
+            raise bad(f"gradient {i} ({excerpt(name)}): dtype must be one of "
+                      + ", ".join(REPLAYABLE_DTYPES))
+        if name in index:
+            raise bad(f"gradient {excerpt(name)} listed twice")
+        index[name] = i
+        ready = ms(g.get("ready_ms"), f"gradient {i} ready_ms")
+        grads.append(Grad(name, nbytes, dtype, nbytes // DTYPE_BYTES[dtype], ready, i))
+    if not isinstance(doc["buckets"], list) or not doc["buckets"]:
+        raise bad("buckets must be a non-empty list")
     buckets, seen = [], set()
-    for k, b in enumerate(doc["buckets"] if isinstance(doc["buckets"], list) else []):
+    for k, b in enumerate(doc["buckets"]):
         names = b.get("tensors") if isinstance(b, dict) else None
-        if not isinstance(names, list) or not names or any(n not in index for n in names):
-            raise bad(f"bucket {k} names unknown tensors")
+        if not isinstance(names, list) or not names or \
+                any(not isinstance(n, str) or n not in index for n in names):
+            raise bad(f"bucket {k} must list names of the plan's gradients")
         members = tuple(index[n] for n in names)
-        if seen & set(members):
-            raise bad(f"bucket {k} repeats a tensor")
+        if seen & set(members) or len(set(members)) != len(members):
+            raise bad(f"bucket {k} repeats a gradient")
         seen |= set(members)
         buckets.append(members)
     if len(seen) != len(grads):
         raise bad("some gradients are in no bucket")
     compute = doc["compute"] if isinstance(doc["compute"], dict) else {}
-    forward, backward = compute.get("forward_ms"), compute.get("backward_ms")
-    if not _num(forward) or not _num(backward):
-        raise bad("compute needs forward_ms and backward_ms")
-    update = compute.get("update_ms", 0.0)
-    inp = PlanInput(tuple(grads), float(forward), float(forward) + float(backward),
-                    float(update) if _num(update) else 0.0,
-                    f"plan file {path}: " + str(compute.get("source", "")))
+    forward = ms(compute.get("forward_ms"), "compute.forward_ms")
+    backward = ms(compute.get("backward_ms"), "compute.backward_ms")
+    update = ms(compute.get("update_ms", 0.0), "compute.update_ms")
+    if forward + backward + update > MAX_PLAN_MS:
+        raise bad(f"forward + backward + update must not exceed {MAX_PLAN_MS:g} ms")
+    source = compute.get("source", "")
+    inp = PlanInput(tuple(grads), forward, forward + backward, update,
+                    f"plan file {path}: " + (source[:500] if isinstance(source, str) else ""))
     return inp, buckets, doc
-
-
-def _num(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0

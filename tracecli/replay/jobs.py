@@ -7,7 +7,7 @@ from typing import Optional
 
 from ..planning.base import StrategyOptions
 from ..planning.costmodel import CostModel
-from ..planning.plan import PlanInput
+from ..planning.plan import BucketPlan, PlanInput, fixed_plan, make_plan
 
 __all__ = ["Fault", "Launch", "Sweep", "FixedPlan", "ReplayJob", "CalibrationJob",
            "BACKENDS", "FAULT_MODES"]
@@ -83,6 +83,12 @@ class ReplayJob:
     fixed: Optional[FixedPlan] = None
     sweep: Sweep = field(default_factory=lambda: Sweep(points=6, warmup=1, iters=5))
     baseline: bool = False  # also time a bare all-reduce loop over the same buffers
+
+    def plan(self, cost: CostModel) -> BucketPlan:
+        """The plan to replay, predicted under ``cost`` (pure: every rank computes the same)."""
+        if self.fixed is None:
+            return make_plan(self.inp, self.strategy, self.options, cost)
+        return fixed_plan(self.inp, self.fixed.buckets, self.fixed.strategy, self.options, cost)
 
 
 @dataclass(frozen=True)

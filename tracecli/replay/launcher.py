@@ -134,9 +134,10 @@ def launch(job, settings: Launch, progress: Progress = None):
     """
     require_torch()
     backend, _ = resolve_backend(settings)
-    from .worker import run_rank, spawn_main
 
     if in_torchrun():
+        from .worker import run_rank
+
         rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
         local = int(os.environ.get("LOCAL_RANK", rank))
         try:
@@ -146,13 +147,16 @@ def launch(job, settings: Launch, progress: Progress = None):
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             raise ReplayError(None, None, f"rank {rank} failed: {type(exc).__name__}: {first}") from exc
 
-    import torch.multiprocessing as mp
+    import multiprocessing
 
-    context = mp.get_context("spawn")
+    from .child import rank_main
+
+    context = multiprocessing.get_context("spawn")
     channel = context.Queue()
     port = _free_port()
-    processes = [context.Process(target=spawn_main, name=f"tracecli-rank{r}",
-                                 args=(r, settings.gpus, port, backend, job, settings, channel))
+    processes = [context.Process(target=rank_main, name=f"tracecli-rank{r}",
+                                 args=(os.getpid(), r, settings.gpus, port, backend, job, settings,
+                                       channel))
                  for r in range(settings.gpus)]
     result, errors, failed_at = None, [], None
     try:
@@ -179,9 +183,9 @@ def launch(job, settings: Launch, progress: Progress = None):
                 break
             if len(exits) == len(processes) and message is None:
                 break
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # stop every rank, then let the CLI exit 130
         _stop(processes)
-        raise ReplayError(None, None, f"interrupted: all {len(processes)} ranks stopped") from None
+        raise
     finally:
         exited = {r: p.exitcode for r, p in enumerate(processes) if p.exitcode is not None}
         alive_before_stop = [r for r, p in enumerate(processes) if p.is_alive()]

@@ -6,8 +6,6 @@ import statistics
 from typing import Any
 
 from ..planning.costmodel import calibration_doc
-from ..planning.plan import BucketPlan, settings_for
-from ..planning.timeline import lower_bound
 from ..render.jsonout import plan_doc
 from ..planning.fit import fit_ring
 from .jobs import ReplayJob
@@ -33,12 +31,6 @@ def percentile(values: list[float], q: float) -> float:
 def replay_report(job: ReplayJob, payload: dict[str, Any]) -> dict[str, Any]:
     cost, timeline = payload["cost"], payload["timeline"]
     plan = payload["plan"]
-    if plan is None:  # a plan file: its grouping with this run's cost model
-        plan = BucketPlan(job.fixed.strategy, job.options, cost, job.inp, timeline,
-                          lower_bound(job.inp.grads, cost, job.inp.backward_end_ms,
-                                      job.inp.update_ms), {})
-        plan = BucketPlan(plan.strategy, plan.options, cost, plan.inp, timeline,
-                          plan.lower_bound_ms, settings_for(plan))
     doc = plan_doc(plan)
     ranks = payload["ranks"]
     n_iter = len(ranks[0]["iterations"])

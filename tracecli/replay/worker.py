@@ -10,19 +10,15 @@ import datetime
 import math
 import os
 import pickle
-import signal
+import socket
 import statistics
-import sys
 import time
 from typing import Any, Callable, Optional
 
 import torch
 import torch.distributed as dist
 
-from ..planning.base import Grouping
 from ..planning.costmodel import CostModel
-from ..planning.plan import make_plan
-from ..planning.timeline import simulate
 from .emulator import DTYPES, CpuStep, CudaStep, Schedule, fill, verify
 from ..planning.fit import fit_ring
 from .jobs import CalibrationJob, Launch, ReplayJob, Sweep
@@ -32,26 +28,38 @@ __all__ = ["spawn_main", "run_rank"]
 Progress = Optional[Callable[[str, int, int], None]]
 
 
-def _die_with_parent() -> None:
-    """Linux: have the kernel kill this rank if the launcher dies first (no orphans)."""
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        except OSError:
-            pass
+LOOPBACK = "127.0.0.1"
+
+
+def local_store(rank: int, world: int, port: int, timeout_s: float):
+    """``(store, socket)``: the rendezvous store of a local spawn, listening on 127.0.0.1
+    only. Rank 0 binds the socket itself and hands it to the store (left to itself, the
+    store listens on every interface); the caller keeps the socket open while the store
+    lives."""
+    timeout = datetime.timedelta(seconds=timeout_s)
+    if rank != 0:
+        return dist.TCPStore(LOOPBACK, port, world, False, timeout), None
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind((LOOPBACK, port))
+    listener.listen(max(128, world))
+    store = dist.TCPStore(LOOPBACK, port, world, True, timeout, master_listen_fd=listener.fileno())
+    return store, listener
 
 
 def spawn_main(rank: int, world: int, port: int, backend: str, job, launch: Launch, queue) -> None:
-    """Entry point of a spawned rank: results, progress and errors go through ``queue``."""
-    _die_with_parent()
-    os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
+    """Entry point of a spawned rank (through :mod:`.child`): results, progress and errors
+    go through ``queue``; every socket it opens is on the loopback interface."""
+    os.environ.update({"MASTER_ADDR": LOOPBACK, "MASTER_PORT": str(port),
+                       "GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo"})
     code = 0
     try:
         def progress(stage: str, done: int, total: int) -> None:
             queue.put(("progress", stage, done, total))
 
-        payload = run_rank(rank, world, rank, backend, job, launch, progress if rank == 0 else None)
+        store, _listener = local_store(rank, world, port, launch.timeout_s)
+        payload = run_rank(rank, world, rank, backend, job, launch, progress if rank == 0 else None,
+                           store)
         if rank == 0:
             queue.put(("result", payload))
     except BaseException as exc:  # noqa: BLE001 - every failure is reported, then exit
@@ -78,13 +86,15 @@ def _fault(launch: Launch, rank: int) -> None:
 
 
 def run_rank(rank: int, world: int, local_rank: int, backend: str, job, launch: Launch,
-             progress: Progress = None) -> Optional[dict]:
+             progress: Progress = None, store=None) -> Optional[dict]:
+    """One rank's work; ``store``: the rendezvous (None under torchrun: its environment)."""
     device = torch.device("cpu")
     if backend == "nccl":
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
     dist.init_process_group(backend, rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=launch.timeout_s),
+                            **({"store": store} if store is not None else {}),
                             **({"device_id": device} if backend == "nccl" else {}))
     try:
         if isinstance(job, CalibrationJob):
@@ -200,14 +210,8 @@ def _replay(job: ReplayJob, rank: int, world: int, device, backend: str, launch:
                        "bandwidth_gbps": fit.bandwidth_gbps, "r2": fit.r2, "mape_pct": fit.mape_pct,
                        "poor": fit.poor}
     # every rank computes the same plan from the same inputs: pure, deterministic functions
-    if job.fixed is not None:
-        grouping = Grouping([tuple(b) for b in job.fixed.buckets])
-        timeline = simulate(job.inp.grads, grouping, cost, job.inp.forward_ms,
-                            job.inp.backward_end_ms, job.inp.update_ms)
-        plan = None
-    else:
-        plan = make_plan(job.inp, job.strategy, job.options, cost)
-        timeline = plan.timeline
+    plan = job.plan(cost)
+    timeline = plan.timeline
     launch_ms, previous = [], 0.0
     for b in timeline.buckets:
         previous = max(previous, b.ready_ms)

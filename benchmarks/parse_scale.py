@@ -1,10 +1,17 @@
-"""Parse scale: load + readiness + sizes on a 100,000-op Chainer dump and a 500,000-line op list.
+"""Parse scale: the commands end to end on big traces, each in a fresh process.
 
-Each case runs in a fresh subprocess so its peak RSS is its own. Targets (2-core machine):
-each under 5 s and 1.5 GB. The networkx graph is built lazily; its one-off cost is printed
-in its own columns.
+- ``tracecli inspect TRACE --json`` on a 100,000-op Chainer dump and a 500,000-line op list
+  (with its sizes sidecar): target under 3 s and 1 GB each;
+- ``tracecli export DUMP --to json|graphml`` of a 200,000-record Chainer dump: target under
+  10 s and 1.5 GB each;
+- a 50,000-op fan-in (one array feeding 50,000 ops of one class and rank): the backward
+  pairing stays linear.
 
-    python benchmarks/parse_scale.py [--ops 100000] [--lines 500000]
+Wall time and the process's peak RSS (ru_maxrss of the child); best of ``--repeat`` runs
+with the median beside it. Library-level load + readiness + sizes, and the one-off networkx
+graph built on first use of ``trace.graph``, are printed for the two inspect cases too.
+
+    python benchmarks/parse_scale.py [--ops 100000] [--lines 500000] [--export-ops 200000]
 """
 
 from __future__ import annotations
@@ -119,16 +126,87 @@ def measure(path: str) -> dict:
     }
 
 
+def fan_in(path: Path, n: int) -> None:
+    """One input array consumed by ``n`` ReLUs of the same rank, summed into the loss."""
+    tensors = ["0 4096 0", "1 64 1"]
+    records = []
+    outs = []
+    for k in range(n):
+        t = 2 + k
+        tensors.append(f"{t} 4096 _")
+        records.append(f'forward\n1 1\n0 _\n{t}\nReLU\n{{"rank": 0}}')
+        records.append(f'backward\n2 1\n{t} gradient\n0 input\n0\nReLU\n{{"rank": 0}}')
+        outs.append(t)
+    loss = 2 + n
+    tensors.append(f"{loss} 4 _")
+    records.append("forward\n" + f"{n} 1\n" + "".join(f"{t} _\n" for t in outs) + f'{loss}\nSum\n{{"rank": 1}}')
+    records.append("backward\n" + f"1 {n}\n{loss} gradient\n" + "".join(f"{t}\n" for t in outs)
+                   + 'Sum\n{"rank": 1}')
+    path.write_text(f"{len(tensors)} {len(records)}\n" + "\n".join(tensors) + "\n"
+                    + "\n".join(records) + "\n")
+
+
+def command(args: list[str]) -> tuple[float, float]:
+    """(seconds, peak MB) of one ``tracecli`` process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "tracecli", *args], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    seconds = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return seconds, max(after, before) / 1024
+
+
+def best(args: list[str], repeat: int) -> tuple[float, float, float]:
+    """best s, median s, peak MB over ``repeat`` fresh processes (each run alone)."""
+    runs = []
+    for _ in range(repeat):  # a child's ru_maxrss is the largest of all children so far:
+        out = subprocess.run([sys.executable, __file__, "--one", json.dumps(args)],
+                             capture_output=True, text=True, check=True)
+        runs.append(json.loads(out.stdout))
+    times = sorted(r[0] for r in runs)
+    return times[0], statistics.median(times), max(r[1] for r in runs)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", type=int, default=100_000)
     parser.add_argument("--lines", type=int, default=500_000)
+    parser.add_argument("--export-ops", type=int, default=200_000)
+    parser.add_argument("--fan-in", type=int, default=50_000)
     parser.add_argument("--repeat", type=int, default=3, help="runs per case (best reported)")
     parser.add_argument("--measure", help=argparse.SUPPRESS)
+    parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.measure:
         print(json.dumps(measure(args.measure)))
         return
+    if args.one:
+        print(json.dumps(command(json.loads(args.one))))
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp_path = Path(tmp)
+        cases = [("inspect --json chainer", f"{args.ops:,} ops", chainer_dump, tmp_path / "c.txt",
+                  args.ops, ["inspect", "--json"], 3.0, 1024),
+                 ("inspect --json op list", f"{args.lines:,} lines", op_list, tmp_path / "o.txt",
+                  args.lines, ["inspect", "--json"], 3.0, 1024),
+                 ("export --to json", f"{args.export_ops:,} records", chainer_dump,
+                  tmp_path / "e.txt", args.export_ops, ["export", "--to", "json", "-o", "-"], 10.0, 1536),
+                 ("export --to graphml", f"{args.export_ops:,} records", None, tmp_path / "e.txt",
+                  args.export_ops, ["export", "--to", "graphml", "-o", "-"], 10.0, 1536),
+                 ("inspect --json fan-in", f"{args.fan_in:,} ops", fan_in, tmp_path / "f.txt",
+                  args.fan_in, ["inspect", "--json"], None, None)]
+        print(f"{'command':<24} {'input':>16} {'best s':>7} {'median s':>9} {'peak MB':>8}  target")
+        for name, size, make, path, n, argv, limit_s, limit_mb in cases:
+            if make is not None:
+                make(path, n)
+            argv = argv[:1] + [str(path)] + argv[1:]
+            fast, median, peak = best(argv, args.repeat)
+            target = "-" if limit_s is None else (
+                f"<{limit_s:g} s, <{limit_mb} MB: " + ("ok" if fast < limit_s and peak < limit_mb
+                                                       else "MISSED"))
+            print(f"{name:<24} {size:>16} {fast:>7.2f} {median:>9.2f} {peak:>8.0f}  {target}")
+        print()
     with tempfile.TemporaryDirectory() as tmp:
         cases = [("chainer", Path(tmp) / "big_chainer.txt", chainer_dump, args.ops),
                  ("tf-schedule", Path(tmp) / "big_ops.txt", op_list, args.lines)]

@@ -21,6 +21,7 @@ from click.core import ParameterSource
 from rich.console import Console
 
 from . import __version__
+from ._gc import gc_paused
 from .analysis import readiness, size_report
 from .analysis.compute import DEVICES
 from .errors import PlanError, TraceCliError
@@ -66,7 +67,8 @@ class _Group(click.Group):
             return bool(ctx.obj and ctx.obj.get("debug"))
 
         try:
-            return super().invoke(ctx)
+            with gc_paused():  # a short-lived process that builds no cycles: no collector passes
+                return super().invoke(ctx)
         except TraceCliError as exc:
             if debug():
                 raise
@@ -388,10 +390,9 @@ def export(ctx, trace, fmt, sizes, step, to, output, force):
     outputs = Outputs(force, [path, sizes])
     outputs.claim("-o", output)
     t = _load(path, fmt, sizes, step)
-    from .export import graphml_text, node_link_text
+    from .export import graphml_chunks, node_link_chunks
 
-    text = node_link_text(t) if to == "json" else graphml_text(t)
-    _notice_written(outputs.write("-o", text))
+    _notice_written(outputs.write("-o", node_link_chunks(t) if to == "json" else graphml_chunks(t)))
 
 
 def _notice_written(path: Optional[str]) -> None:

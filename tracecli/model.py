@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import enum
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
+from operator import attrgetter
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Optional, Sequence
 
-import networkx as nx
 
 __all__ = [
     "Abilities",
@@ -256,8 +256,28 @@ class Link(NamedTuple):
     kind: EdgeKind
 
 
-class TraceGraph(nx.DiGraph):
-    """A ``networkx.DiGraph`` whose nodes carry :class:`Op` or :class:`Tensor` data."""
+def __getattr__(name: str):
+    """``TraceGraph`` is made on first use: networkx costs a tenth of a second to import,
+    and most commands never build the graph."""
+    if name == "TraceGraph":
+        return _graph_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+_GRAPH_CLASS = None
+
+
+def _graph_class():
+    global _GRAPH_CLASS
+    if _GRAPH_CLASS is None:
+        import networkx as nx
+
+        class TraceGraph(nx.DiGraph):
+            """A ``networkx.DiGraph`` whose nodes carry :class:`Op` or :class:`Tensor` data."""
+
+        TraceGraph.__module__ = __name__
+        _GRAPH_CLASS = TraceGraph
+    return _GRAPH_CLASS
 
 
 BACKWARD_KINDS = frozenset({OpKind.BACKWARD, OpKind.GRADIENT})
@@ -304,7 +324,7 @@ class Trace:
         self.meta = dict(meta or {})
         self._op_by_id = {op.id: op for op in self._ops}
         self._tensor_by_id = {t.id: t for t in self._tensors}
-        self._graph: Optional[TraceGraph] = None
+        self._graph = None
         self._creators: Optional[dict[str, Op]] = None
         self._consumers: Optional[dict[str, list[Op]]] = None
         self._producers: Optional[dict[str, list[Op]]] = None
@@ -334,20 +354,44 @@ class Trace:
                    list(collectives), step)
 
     @property
-    def graph(self) -> TraceGraph:
+    def graph(self) -> "TraceGraph":
         """The networkx graph of the trace, built on first use."""
         if self._graph is None:
-            graph = TraceGraph()
-            graph.add_nodes_from((t.id, {"type": NodeType.TENSOR, "data": t}) for t in self._tensors)
-            graph.add_nodes_from((op.id, {"type": NodeType.OP, "data": op}) for op in self._ops)
-            graph.add_edges_from(_op_edges(self._ops))
-            graph.add_edges_from((l.source, l.target, {"kind": l.kind}) for l in self._links)
-            for c in self._collectives:
-                graph.add_node(c.id, type=NodeType.COLLECTIVE, data=c)
-                if c.op is not None and c.op in self._op_by_id:
-                    graph.add_edge(c.op, c.id, kind=EdgeKind.LAUNCH)
+            graph = _graph_class()()
+            graph.add_nodes_from((node, {"type": kind, "data": record})
+                                 for node, kind, record in self.nodes())
+            graph.add_edges_from(self.edges())
             self._graph = graph
         return self._graph
+
+    def nodes(self) -> Iterator[tuple[str, NodeType, Any]]:
+        """``(id, type, record)`` of every node: tensors, ops, collectives, in that order."""
+        for t in self._tensors:
+            yield t.id, NodeType.TENSOR, t
+        for op in self._ops:
+            yield op.id, NodeType.OP, op
+        for c in self._collectives:
+            yield c.id, NodeType.COLLECTIVE, c
+
+    def edges(self) -> Iterator[tuple[str, str, dict]]:
+        """``(source, target, {"kind", "index"?})`` of every edge, in record order; a
+        (source, target) pair named twice keeps its first attributes. The graph and the
+        exports are made from this one list.
+
+        An op's own edges never repeat a pair (each names the op itself, inputs and outputs
+        without repeats); only inferred links are checked against what came before them.
+        """
+        for u, v, attrs in _op_edges(self._ops):
+            yield u, v, attrs
+        seen: set[tuple[str, str]] = set()
+        for link in self._links:
+            pair = (link.source, link.target)
+            if pair not in seen and not self._op_edge(*pair):
+                seen.add(pair)
+                yield link.source, link.target, {"kind": link.kind}
+        for c in self._collectives:
+            if c.op is not None and c.op in self._op_by_id:
+                yield c.op, c.id, {"kind": EdgeKind.LAUNCH}
 
     # -- reading ----------------------------------------------------------------------
 
@@ -463,49 +507,42 @@ class Trace:
 
     def counts(self) -> dict[str, int]:
         """Ops by kind, in the order of :class:`OpKind`."""
-        counts = {kind.value: 0 for kind in OpKind}
-        for op in self._ops:
-            counts[op.kind.value] += 1
-        return {k: v for k, v in counts.items() if v}
+        seen = Counter(map(attrgetter("kind"), self._ops))
+        return {kind.value: seen[kind] for kind in OpKind if seen[kind]}
 
     # -- export -----------------------------------------------------------------------
 
+    def _op_edge(self, u: str, v: str) -> bool:
+        """Whether an op's record already implies the edge ``u -> v``."""
+        op = self._op_by_id.get(u)
+        if op is not None and (v in op.outputs or v == op.partner):
+            return True
+        op = self._op_by_id.get(v)
+        return op is not None and u in op.inputs
+
     def node_link(self) -> dict[str, Any]:
         """networkx node-link data (``nx.node_link_graph`` reads it back), JSON-ready."""
-        nodes = []
-        for node, attrs in self.graph.nodes(data=True):
-            entry = {"id": node, "type": attrs["type"].value}
-            entry.update(_plain(attrs["data"]))
-            nodes.append(entry)
-        links = []
-        for u, v, attrs in self.graph.edges(data=True):
-            entry = {"source": u, "target": v, "kind": attrs["kind"].value}
-            if "index" in attrs:
-                entry["index"] = attrs["index"]
-            links.append(entry)
         return {
             "directed": True,
             "multigraph": False,
             "graph": {"path": self.path, "format": self.format, **_jsonable(self.meta)},
-            "nodes": nodes,
-            "links": links,
+            "nodes": [node_entry(node, kind, record) for node, kind, record in self.nodes()],
+            "links": [edge_entry(u, v, attrs) for u, v, attrs in self.edges()],
         }
 
-    def write_graphml(self, out) -> None:
-        """Write GraphML; nested attributes (op attributes, input lists) as JSON strings."""
-        flat = nx.DiGraph()
-        flat.graph.update({"path": self.path, "format": self.format})
-        for node, attrs in self.graph.nodes(data=True):
-            values = {"type": attrs["type"].value}
-            for key, value in _plain(attrs["data"]).items():
-                if value is None:
-                    continue
-                values[key] = json.dumps(value) if isinstance(value, (list, dict)) else value
-            flat.add_node(node, **values)
-        for u, v, attrs in self.graph.edges(data=True):
-            flat.add_edge(u, v, kind=attrs["kind"].value, **(
-                {"index": attrs["index"]} if "index" in attrs else {}))
-        nx.write_graphml(flat, out)
+
+def node_entry(node: str, kind: NodeType, record: NamedTuple) -> dict[str, Any]:
+    """A node as plain JSON values: its id, its type and its record's fields."""
+    entry = {"id": node, "type": kind.value}
+    entry.update(_plain(record))
+    return entry
+
+
+def edge_entry(u: str, v: str, attrs: dict) -> dict[str, Any]:
+    entry = {"source": u, "target": v, "kind": attrs["kind"].value}
+    if "index" in attrs:
+        entry["index"] = attrs["index"]
+    return entry
 
 
 def _op_edges(ops: list[Op]) -> Iterator[tuple[str, str, dict]]:
@@ -532,14 +569,21 @@ def _first_occurrences(ids: tuple[str, ...]):
 
 
 def _plain(obj: NamedTuple) -> dict[str, Any]:
-    return {name: _jsonable(value) for name, value in obj._asdict().items() if name != "id"}
+    return {name: _jsonable(value) for name, value in zip(obj._fields, obj) if name != "id"}
+
+
+_SCALARS = (str, int, float, bool, type(None))
 
 
 def _jsonable(value: Any) -> Any:
+    if type(value) in _SCALARS:  # the common case first: exact types, no ABC checks
+        return value
     if isinstance(value, enum.Enum):
         return value.value
-    if isinstance(value, Mapping):
+    if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (tuple, list)):
         return [_jsonable(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
     return value

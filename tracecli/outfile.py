@@ -42,8 +42,9 @@ def _same(a: str, b: str) -> bool:
     return os.path.abspath(a) == os.path.abspath(b) or os.path.realpath(a) == os.path.realpath(b)
 
 
-def atomic_write(path: str, data: bytes) -> None:
-    """Replace ``path`` with ``data`` through a temporary file in the same directory."""
+def atomic_write(path: str, data: bytes | Iterable[bytes]) -> None:
+    """Replace ``path`` with ``data`` (bytes, or chunks of bytes written as they come)
+    through a temporary file in the same directory."""
     target = Path(path)
     directory = target.parent if str(target.parent) else Path(".")
     try:
@@ -52,7 +53,11 @@ def atomic_write(path: str, data: bytes) -> None:
         raise OutputError(path, None, f"cannot write: {exc.strerror}") from None
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            if isinstance(data, bytes):
+                f.write(data)
+            else:
+                for chunk in data:
+                    f.write(chunk)
             f.flush()
             os.fsync(f.fileno())
         umask = os.umask(0)
@@ -100,12 +105,15 @@ class Outputs:
     def path(self, option: str) -> Optional[str]:
         return self.claimed.get(option)
 
-    def write(self, option: str, text: str) -> Optional[str]:
-        """Write a claimed output; returns the path written (``None`` for stdout)."""
+    def write(self, option: str, text: str | Iterable[str]) -> Optional[str]:
+        """Write a claimed output (text, or chunks of text); returns the path written
+        (``None`` for stdout)."""
         path = self.claimed[option]
+        chunks = [text] if isinstance(text, str) else text
         if path == "-":
-            sys.stdout.write(text)
+            for chunk in chunks:
+                sys.stdout.write(chunk)
             sys.stdout.flush()
             return None
-        atomic_write(path, text.encode("utf-8"))
+        atomic_write(path, (chunk.encode("utf-8") for chunk in chunks))
         return path

@@ -127,7 +127,7 @@ def _readiness(trace: Trace) -> Readiness:
     schedule = backward_schedule(trace)
     how = trace.abilities.readiness
     if how is ReadinessMethod.OP_NAMES:
-        rows, missing = _op_list_rows(trace)
+        rows, missing = _op_list_rows(trace, schedule)
     else:
         rows, missing = _producer_rows(trace, schedule, _PRODUCER_SOURCE[how])
     method = trace.abilities.readiness_note
@@ -161,9 +161,8 @@ def _producer_rows(trace: Trace, schedule: list[Op], source: str):
     return rows, missing
 
 
-def _op_list_rows(trace: Trace):
-    ops = trace.ops()
-    backward = [op for op in ops if op.kind in BACKWARD_KINDS]
+def _op_list_rows(trace: Trace, backward: list[Op]):
+    """``backward``: the backward ops in list order (the schedule of an op list)."""
     backward_positions = [op.position for op in backward]  # sorted: file order
     last_of_layer = {op.layer: op for op in backward if op.layer is not None}
     rows, missing = [], []

@@ -10,6 +10,7 @@ FLOPs never need the shapes: a convolution or linear layer does
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple, Optional
 
@@ -68,6 +69,26 @@ def infer_shapes(trace: Trace) -> ShapeReport:
     return ShapeReport(batch, shapes)
 
 
+@functools.lru_cache(maxsize=4096)
+def _conv_shape(x: int, w: int, cout: int, y: int, n: int, groups: int, p: int,
+                s: int) -> Optional[tuple[int, int, int, int, int]]:
+    """``(C_in, H, C_in per group, kernel, H_out)`` of a square convolution whose arrays hold
+    these element counts, if exactly that reading fits (cached: nets repeat their convs)."""
+    per_sample = x / n
+    ho = _square(y / (n * cout))
+    if ho is None:
+        return None
+    for k in range(1, 12):
+        cin_g = w / (cout * k * k)
+        if cin_g != int(cin_g) or cin_g <= 0:
+            continue
+        cin = int(cin_g) * groups
+        h = _square(per_sample / cin)
+        if h is not None and (h + 2 * p - k) // s + 1 == ho:
+            return cin, h, int(cin_g), k, ho
+    return None
+
+
 def _infer(trace: Trace, op: Op, n: int, shapes: dict[str, tuple[int, ...]]) -> None:
     ins = [trace.tensor(t) for t in op.inputs]
     outs = [trace.tensor(t) for t in op.outputs]
@@ -78,26 +99,16 @@ def _infer(trace: Trace, op: Op, n: int, shapes: dict[str, tuple[int, ...]]) -> 
     if op.name in ("Convolution2DFunction", "Convolution2D") and len(ins) >= 2:
         w = ins[1]
         cout = _elements(ins[2]) if len(ins) >= 3 else None
-        per_sample = _elements(x) / n
         if not cout:
             return
-        ho = _square(_elements(y) / (n * cout))
-        groups = attrs.get("groups", 1) or 1  # checked by the parser: an int >= 1
-        for k in range(1, 12):
-            cin_g = _elements(w) / (cout * k * k)
-            if cin_g != int(cin_g) or cin_g <= 0:
-                continue
-            cin = int(cin_g) * groups
-            h = _square(per_sample / cin)
-            if h is None or ho is None:
-                continue
-            p, s = attrs.get("ph", 0), attrs.get("sy", 1) or 1
-            if (h + 2 * p - k) // s + 1 == ho:
-                shapes.setdefault(x.id, (n, cin, h, h))
-                shapes[w.id] = (cout, int(cin_g), k, k)
-                shapes[ins[2].id] = (cout,)
-                shapes[y.id] = (n, cout, ho, ho)
-                return
+        found = _conv_shape(_elements(x), _elements(w), cout, _elements(y), n,
+                            attrs.get("groups", 1) or 1, attrs.get("ph", 0), attrs.get("sy", 1) or 1)
+        if found is not None:
+            cin, h, cin_g, k, ho = found
+            shapes.setdefault(x.id, (n, cin, h, h))
+            shapes[w.id] = (cout, cin_g, k, k)
+            shapes[ins[2].id] = (cout,)
+            shapes[y.id] = (n, cout, ho, ho)
         return
     if op.name in ("LinearFunction", "Linear") and len(ins) >= 2:
         w = ins[1]
@@ -139,20 +150,23 @@ def op_costs(trace: Trace) -> dict[str, OpCost]:
     (input and weight gradients). Other ops are memory-bound: one FLOP an output element
     (a pooling window's size for pooling) and the bytes of every array they read or write.
     """
+    size = {t.id: t.nbytes or 0 for t in trace.tensors()}
+    count = {t.id: _elements(t) for t in trace.tensors()}
     costs: dict[str, OpCost] = {}
     forward_cost: dict[str, OpCost] = {}
+    matmul_forward: set[str] = set()
     for op in trace.ops():
         if op.kind is not OpKind.FORWARD:
             continue
-        ins = [trace.tensor(t) for t in op.inputs]
-        outs = [trace.tensor(t) for t in op.outputs]
-        nbytes = float(sum(t.nbytes or 0 for t in ins + outs))
-        out_elems = sum(_elements(t) for t in outs)
+        ins, outs = op.inputs, op.outputs
+        nbytes = float(sum(map(size.__getitem__, ins)) + sum(map(size.__getitem__, outs)))
+        out_elems = sum(map(count.__getitem__, outs))
         if op.name in _MATMUL_OPS and len(ins) >= 2:
-            w = _elements(ins[1])
-            cout = _elements(ins[2]) if len(ins) >= 3 else None
+            matmul_forward.add(op.id)
+            w = count[ins[1]]
+            cout = count[ins[2]] if len(ins) >= 3 else None
             if not cout:  # no bias: assume square-free linear, y = N·out, x = N·in
-                flops = 2.0 * math.sqrt(_elements(ins[0]) * out_elems * w)
+                flops = 2.0 * math.sqrt(count[ins[0]] * out_elems * w)
             else:
                 flops = 2.0 * out_elems * (w / cout)
         elif op.name in ("MaxPooling2D", "AveragePooling2D"):
@@ -164,8 +178,8 @@ def op_costs(trace: Trace) -> dict[str, OpCost]:
     for op in trace.ops():
         if op.kind is not OpKind.BACKWARD:
             continue
-        nbytes = float(sum(trace.tensor(t).nbytes or 0 for t in op.inputs + op.outputs))
+        nbytes = float(sum(map(size.__getitem__, op.inputs)) + sum(map(size.__getitem__, op.outputs)))
         partner = forward_cost.get(op.partner) if op.partner else None
-        flops = partner.flops * (2.0 if trace.op(op.partner).name in _MATMUL_OPS else 1.0) if partner else 0.0
+        flops = partner.flops * (2.0 if op.partner in matmul_forward else 1.0) if partner else 0.0
         costs[op.id] = OpCost(flops, nbytes)
     return costs

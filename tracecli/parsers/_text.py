@@ -37,4 +37,6 @@ def decode_lines(path: str, data: bytes) -> list[str]:
         number = next(i for i, line in enumerate(lines, 1) if len(line) > MAX_LINE_CHARS)
         raise TraceFormatError(str(path), number, f"a line of more than "
                                f"{format_size(MAX_LINE_CHARS)}: not a trace line")
+    if "\r" not in text:
+        return lines
     return [line[:-1] if line.endswith("\r") else line for line in lines]

@@ -115,7 +115,21 @@ def parse(path: str, lines: list[str], progress=None) -> Trace:
 
 def _parse_tensors(r: _Reader, count: int) -> tuple[dict[str, Tensor], dict[str, TensorKind]]:
     tensors: dict[str, Tensor] = {}
+    lines, match = r.lines, _TENSOR_LINE_RE.fullmatch
     for _ in range(count):
+        quick = match(lines[r.pos]) if r.pos < len(lines) else None
+        if quick is not None:  # the common case: canonical id, size and name
+            tid, size, name = "t" + quick[1], int(quick[2]), quick[3]
+            if tid not in tensors and (not name.startswith("/") or size % 4 == 0):
+                r.pos += 1
+                if name == "_":
+                    tensors[tid] = Tensor(tid, TensorKind.ACTIVATION, name, size, r.pos, None, "float32")
+                elif name.startswith("/"):
+                    tensors[tid] = Tensor(tid, TensorKind.PARAMETER, name, size, r.pos,
+                                          name.rsplit("/", 1)[0] or "/", "float32")
+                else:
+                    tensors[tid] = Tensor(tid, TensorKind.INPUT, name, size, r.pos, None, "float32")
+                continue
         fields = r.next(f"a tensor line 'ID SIZE_BYTES NAME' ({count} expected)")
         line = r.pos
         if len(fields) != 3:
@@ -142,11 +156,111 @@ def _parse_tensors(r: _Reader, count: int) -> tuple[dict[str, Tensor], dict[str,
     return tensors, {tid: t.kind for tid, t in tensors.items()}
 
 
+_COUNTS_RE = re.compile(r"([0-9]{1,6}) ([0-9]{1,6})")
+_TENSOR_LINE_RE = re.compile(r"([1-9][0-9]{0,17}|0) ([0-9]{1,18}) (\S+)")
+_RANK_RE = re.compile(r'"rank":\s*(0|[1-9]\d{0,12})(?=\s*[,}])')
+
+
+class _Fast:
+    """Reads well-formed records without per-field calls; ``None`` means "not sure", and
+    the careful reader takes the record (and reports its problem at the right line)."""
+
+    def __init__(self, lines: list[str], kind_of: dict[str, TensorKind]):
+        self.lines, self.kind_of = lines, kind_of
+        self.classes: set[str] = set()
+        self.attrs: dict[str, dict] = {}  # attribute text without its rank -> checked attrs
+
+    def record(self, pos: int, k: int) -> Optional[tuple[Op, int]]:
+        lines, kind_of = self.lines, self.kind_of
+        if pos + 1 >= len(lines):
+            return None
+        head = lines[pos]
+        if head == "forward":
+            kind, allowed = OpKind.FORWARD, ("_",)
+        elif head == "backward":
+            kind, allowed = OpKind.BACKWARD, _BACKWARD_ROLES
+        else:
+            return None
+        counts = _COUNTS_RE.fullmatch(lines[pos + 1])
+        if counts is None:
+            return None
+        n_in, n_out = int(counts[1]), int(counts[2])
+        first = pos + 2
+        end = first + n_in + n_out + 2
+        if end > len(lines):
+            return None
+        inputs, roles = [], []
+        for line in lines[first:first + n_in]:
+            fields = line.split()
+            if len(fields) != 2 or fields[1] not in allowed:
+                return None
+            tid = "t" + fields[0]
+            if tid not in kind_of:
+                return None
+            inputs.append(tid)
+            roles.append(fields[1])
+        outputs = []
+        for line in lines[first + n_in:first + n_in + n_out]:
+            tid = "t" + line.strip()
+            if tid not in kind_of:
+                return None
+            outputs.append(tid)
+        name = lines[end - 2]
+        if name not in self.classes:
+            if not _CLASS_RE.match(name):
+                return None
+            self.classes.add(name)
+        attrs = self.attributes(lines[end - 1])
+        if attrs is None:
+            return None
+        return Op(f"op{k}", kind, name, pos + 1, k, None, attrs["rank"], attrs, tuple(inputs),
+                  tuple(roles), tuple(outputs)), end
+
+    def attributes(self, text: str) -> Optional[dict]:
+        found = _RANK_RE.findall(text)
+        if len(found) != 1:
+            return None
+        key = _RANK_RE.sub('"rank": 0', text)
+        template = self.attrs.get(key)
+        if template is None:
+            try:
+                template = _DECODER.decode(key)
+            except (ValueError, RecursionError):
+                return None
+            if not isinstance(template, dict) or not _valid_attrs(template):
+                return None
+            self.attrs[key] = template
+        rank = int(found[0])
+        if rank > MAX_RANK:
+            return None
+        attrs = dict(template)
+        attrs["rank"] = rank
+        return attrs
+
+
+def _valid_attrs(attrs: dict) -> bool:
+    rank = attrs.get("rank")
+    if isinstance(rank, bool) or not isinstance(rank, int):
+        return False
+    for key, least in _INT_ATTRS.items():
+        if key in attrs:
+            value = attrs[key]
+            if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= MAX_ATTR:
+                return False
+    return True
+
+
 def _parse_ops(r: _Reader, count: int, kind_of: dict[str, TensorKind], progress=None) -> list[Op]:
     ops = []
+    fast = _Fast(r.lines, kind_of)
     for k in range(count):
         if progress and k % 10_000 == 0:
             progress("parse", k, count)
+        quick = fast.record(r.pos, k)
+        if quick is not None:
+            ops.append(quick[0])
+            r.pos = quick[1]
+            continue
         words = r.next(f"op record {k + 1} of {count} ('forward' or 'backward')")
         start = r.pos
         if words not in (["forward"], ["backward"]):
@@ -251,11 +365,7 @@ def _pair_and_layer(path: str, ops: list[Op], tensors: dict[str, Tensor]) -> lis
     # creator of a gradient input is the only candidate: linear, however many records share
     # a class and rank. Records without a gradient input (rare) search by an input they
     # produced a gradient for.
-    by_input: dict[tuple[str, int, str], list[Op]] = defaultdict(list)
-    for f in ops:
-        if f.kind is OpKind.FORWARD:
-            for tid in dict.fromkeys(f.inputs):
-                by_input[(f.name, f.rank, tid)].append(f)
+    by_input: Optional[dict[tuple[str, int, str], list[Op]]] = None
     paired: dict[str, Op] = {}
     result = []
     for op in ops:
@@ -266,13 +376,22 @@ def _pair_and_layer(path: str, ops: list[Op], tensors: dict[str, Tensor]) -> lis
         outs = set(op.outputs)
 
         def fits(f: Op) -> bool:
-            return (f.name, f.rank) == (op.name, op.rank) and outs <= set(f.inputs) \
-                and grads <= set(f.outputs)
+            if f.name != op.name or f.rank != op.rank:
+                return False
+            if len(f.inputs) + len(f.outputs) <= 16:  # small records: no sets to build
+                return all(t in f.inputs for t in outs) and all(t in f.outputs for t in grads)
+            return outs <= set(f.inputs) and grads <= set(f.outputs)
 
         if grads:
-            creator = producer.get(next(iter(sorted(grads))))
+            creator = producer.get(min(grads))
             candidates = [creator] if creator is not None and fits(creator) else []
         elif op.outputs:
+            if by_input is None:
+                by_input = defaultdict(list)
+                for f in ops:
+                    if f.kind is OpKind.FORWARD:
+                        for tid in dict.fromkeys(f.inputs):
+                            by_input[(f.name, f.rank, tid)].append(f)
             candidates = [f for f in by_input.get((op.name, op.rank, op.outputs[0]), ()) if fits(f)]
         else:
             candidates = [f for f in by_key.get((op.name, op.rank), []) if fits(f)]

@@ -80,6 +80,20 @@ def load_sizes(path: str | Path) -> list[Variable]:
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         raise SizesError(path, line, "not UTF-8 text; a sizes file is a JSON list") from None
+    try:  # the common case, a valid file: one pass of the C decoder
+        doc = strict_decoder().decode(text)
+    except (ValueError, RecursionError):
+        doc = None
+    if isinstance(doc, list) and doc:
+        try:
+            return [_variable(path, 0, i, entry) for i, entry in enumerate(doc)]
+        except SizesError:
+            pass  # the careful pass below reports the problem at its line
+    return _load_carefully(path, text)
+
+
+def _load_carefully(path: str, text: str) -> list[Variable]:
+    """Entry by entry, so the first problem is reported at its own line."""
     decoder = strict_decoder()
     pos = _skip(text, 0)
     if pos >= len(text):

@@ -9,6 +9,7 @@ variable -> first Horovod node naming it (``HANDOFF``) -> all-reduce output
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter, defaultdict
 from typing import Optional, Sequence
@@ -93,11 +94,20 @@ def producer_role(name: str) -> Optional[str]:
     >>> producer_role("gradient_tape/m/fc/MatMul_1"), producer_role("gradient_tape/m/fc/MatMul")
     ('weight', None)
     """
-    base, n = _split_suffix(name[name.rfind("/") + 1:])
+    return _last(name[name.rfind("/") + 1:])[1]
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _last(last: str) -> tuple[bool, Optional[str], str]:
+    """What an op name's last component says: (a setup op?, the variable kind whose
+    gradient it produces, its base without a copy suffix). Last components repeat across
+    a list's lines, so this is cached."""
+    base, n = _split_suffix(last)
+    setup = base in _SETUP_BASES or base.endswith("_recip") or "matshapes-" in last
     role = _PRODUCERS.get(base)
     if role is None and base in _ODD_WEIGHT_PRODUCERS and n is not None and n % 2 == 1:
         role = "weight"
-    return role
+    return setup, role, base
 
 
 def variable_role(name: str) -> Optional[str]:
@@ -151,8 +161,8 @@ def _classify(name: str) -> tuple[OpKind, Optional[int], Optional[list[str]]]:
     if "LayoutOptimizer" in name or name.startswith("ConstantFolding/"):
         return OpKind.SETUP, None, None
     last = name[name.rfind("/") + 1:]
-    base, _ = _split_suffix(last)
-    if base in _SETUP_BASES or base.endswith("_recip") or "matshapes-" in last:
+    setup, _, base = _last(last)
+    if setup:
         return OpKind.SETUP, None, None
     if "update" in name:
         match = _UPDATE_RE.search(name)
@@ -171,14 +181,13 @@ def _classify_backward(name: str) -> tuple[OpKind, Optional[int], Optional[list[
     """An op under a ``gradient_tape``/``gradients`` scope: setup, producer or backward."""
     if "LayoutOptimizer" in name:
         return OpKind.SETUP, None, None
-    last = name[name.rfind("/") + 1:]
-    base, _ = _split_suffix(last)
-    if base in _SETUP_BASES or base.endswith("_recip") or "matshapes-" in last:
+    setup, role, _ = _last(name[name.rfind("/") + 1:])
+    if setup:
         return OpKind.SETUP, None, None
     scope = _backward_scope(name)
     if scope is None:
         return OpKind.OTHER, None, None
-    return (OpKind.GRADIENT if producer_role(last) else OpKind.BACKWARD), None, scope
+    return (OpKind.GRADIENT if role else OpKind.BACKWARD), None, scope
 
 
 def _backward_scope(name: str) -> Optional[list[str]]:
@@ -228,31 +237,37 @@ def parse(
     names = _valid_names(path, lines)
     model = _model_scope(names)
     layers = _Layers(model, {v.layer for v in variables or ()})
-    ops = []
+    ops, indexed = [], []
     append = ops.append
-    other, forward = OpKind.OTHER, OpKind.FORWARD
+    other, forward, gradient = OpKind.OTHER, OpKind.FORWARD, OpKind.GRADIENT
+    classify, layer_of, known = _classify, layers.of, layers.known
+    produced = _Produced(variables or ())
     for position, (number, name) in enumerate(names):
         if progress and position % 50_000 == 0:
             progress("parse", position, len(names))
-        kind, index, scope = _classify(name)
-        if index == -1:
-            raise TraceFormatError(path, number, f"names a variable index of more than "
-                                   f"{MAX_INDEX_DIGITS} digits: {name[:60]!r}; no model has "
-                                   "that many variables")
+        kind, index, scope = classify(name)
         layer = None
         if scope:
-            layer = layers.of(scope)
+            layer = layer_of(scope)
         elif kind is other and "/" in name:
             comps = name.split("/")
-            found = layers.of(comps)
-            if comps[0] == model or found in layers.known:
+            found = layer_of(comps)
+            if comps[0] == model or found in known:
                 kind, layer = forward, found
-        append(Op(f"op{position}", kind, name, number, position, layer, None, None,
-                  (), (), (), None, index))
+        outputs = produced.by(layer, name) if kind is gradient and layer is not None else ()
+        op = Op(f"op{position}", kind, name, number, position, layer, None, None,
+                (), (), outputs, None, index)
+        append(op)
+        if index is not None:
+            if index == -1:
+                raise TraceFormatError(path, number, f"names a variable index of more than "
+                                       f"{MAX_INDEX_DIGITS} digits: {name[:60]!r}; no model "
+                                       "has that many variables")
+            indexed.append(op)
 
     if progress:
         progress("parse", len(names), len(names))
-    indices = sorted({op.index for op in ops if op.index is not None and op.kind in (
+    indices = sorted({op.index for op in indexed if op.kind in (
         OpKind.ALLREDUCE_INPUT, OpKind.ALLREDUCE, OpKind.ALLREDUCE_OUTPUT)})
     if variables is not None and indices and indices[-1] + 1 != len(variables):
         raise SizesError(
@@ -261,7 +276,7 @@ def parse(
             "sizes file of this model with --sizes",
         )
     tensors = _tensors(variables, indices)
-    ops, links = _link(ops, tensors)
+    links = _link(tensors, indexed)
     meta = {"model_scope": model, "sizes": sizes_path, "horovod": bool(indices)}
     return Trace.build(path, FORMAT, ops, tensors, links, meta, abilities(bool(indices)))
 
@@ -328,13 +343,33 @@ def _tensors(variables: Optional[list[Variable]], indices: list[int]) -> list[Te
     return [Tensor(f"v{n}", TensorKind.PARAMETER, f"variable[{n}]", None, index=n) for n in indices]
 
 
-def _link(ops: list[Op], tensors: list[Tensor]) -> tuple[list[Op], list[Link]]:
-    """Producer -> variable, variable -> all-reduce input -> output -> update."""
+class _Produced:
+    """The variables a gradient-producing op produces: those of its layer whose kind
+    matches its own (a variable of no known kind takes every producer of its layer)."""
+
+    def __init__(self, variables):
+        self.of_layer: dict[str, list[tuple[str, Optional[str]]]] = defaultdict(list)
+        for v in variables:
+            self.of_layer[v.layer].append((f"v{v.index}", variable_role(v.name)))
+        self.cache: dict[tuple[str, Optional[str]], tuple[str, ...]] = {}
+
+    def by(self, layer: str, name: str) -> tuple[str, ...]:
+        role = producer_role(name)
+        key = (layer, role)
+        found = self.cache.get(key)
+        if found is None:
+            found = self.cache[key] = tuple(
+                tid for tid, kind in self.of_layer.get(layer, ()) if kind is None or kind == role)
+        return found
+
+
+def _link(tensors: list[Tensor], indexed: list[Op]) -> list[Link]:
+    """Variable -> all-reduce input -> output -> update. ``indexed``: the ops naming a
+    variable index, in list order (gathered while parsing, so the list is walked once)."""
     links: list[Link] = []
     first: dict[tuple[OpKind, int], Op] = {}
-    for op in ops:
-        if op.index is not None:
-            first.setdefault((op.kind, op.index), op)
+    for op in indexed:
+        first.setdefault((op.kind, op.index), op)
     get = first.get
     handoff, allreduce, output_kind, update_kind = (
         OpKind.ALLREDUCE_INPUT, OpKind.ALLREDUCE, OpKind.ALLREDUCE_OUTPUT, OpKind.UPDATE)
@@ -354,18 +389,4 @@ def _link(ops: list[Op], tensors: list[Tensor]) -> tuple[list[Op], list[Link]]:
         update = get((update_kind, n))
         if update is not None:
             links.append(Link(previous, update.id, EdgeKind.UPDATE))
-
-    producers: dict[str, list[tuple[Op, Optional[str]]]] = defaultdict(list)
-    for op in ops:
-        if op.kind is OpKind.GRADIENT and op.layer is not None:
-            producers[op.layer].append((op, producer_role(op.name)))
-    outputs: dict[int, list[str]] = defaultdict(list)
-    for tensor in tensors:
-        role = variable_role(tensor.name)
-        for op, op_role in producers.get(tensor.layer, ()):
-            if role is None or op_role == role:
-                outputs[op.position].append(tensor.id)
-    ops = list(ops)
-    for position, produced in outputs.items():
-        ops[position] = ops[position]._replace(outputs=tuple(produced))
-    return ops, links
+    return links

@@ -11,9 +11,38 @@ from ..model import Trace
 __all__ = ["dumps", "inspect_doc"]
 
 
+_COMPACT = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(", ", ": "))
+
+
 def dumps(doc: Any) -> str:
-    """Deterministic JSON text: insertion-ordered keys, two-space indent, newline-terminated."""
-    return json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    """Deterministic JSON text, newline-terminated: insertion-ordered keys; the top two
+    levels indented, one row of a list (a gradient, a bucket) per line. Rows go through the
+    C encoder, so a 500,000-gradient document takes a second, not ten.
+
+    >>> print(dumps({"a": {"b": 1}, "rows": [{"x": 1}, {"x": 2}], "n": [1, 2]}), end="")
+    {
+      "a": {
+        "b": 1
+      },
+      "rows": [
+        {"x": 1},
+        {"x": 2}
+      ],
+      "n": [1, 2]
+    }
+    """
+    return _encode(doc, 0) + "\n"
+
+
+def _encode(value: Any, depth: int) -> str:
+    pad = "  " * (depth + 1)
+    if depth < 2 and isinstance(value, dict) and value:
+        items = (f"{pad}{_COMPACT.encode(str(k))}: {_encode(v, depth + 1)}" for k, v in value.items())
+        return "{\n" + ",\n".join(items) + "\n" + "  " * depth + "}"
+    if depth < 2 and isinstance(value, list) and value and isinstance(value[0], (dict, list)):
+        rows = (pad + _COMPACT.encode(v) for v in value)
+        return "[\n" + ",\n".join(rows) + "\n" + "  " * depth + "]"
+    return _COMPACT.encode(value)
 
 
 def _number(x):

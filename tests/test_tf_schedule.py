@@ -13,6 +13,7 @@ from tracecli.model import EdgeKind, OpKind
 from tracecli.parsers.tf_schedule import classify
 
 from conftest import RESNET, RESNET_SIZES
+from test_cli import assert_error, run
 
 
 @pytest.mark.parametrize("name,kind,index", [
@@ -144,3 +145,15 @@ def test_sizes_length_must_match_cond_indices(tmp_path):
     with pytest.raises(SizesError) as err:
         load_trace(RESNET, LoadOptions(sizes=str(bad)))
     assert str(err.value).startswith(f"{bad}:1: has 213 variables")
+
+
+def test_detection_reads_the_whole_list(tmp_path):
+    """A first step's list opens with hundreds of scope-less placeholder names."""
+    placeholders = [f"resnet50_conv{k}_bn_readvariableop_{k}_resource" for k in range(600)]
+    path = tmp_path / "first_step.txt"
+    path.write_text("\n".join(placeholders) + "\n" + RESNET.read_text())
+    doc = json.loads(run("inspect", path, "--sizes", RESNET_SIZES, "--json").stdout)
+    assert doc["trace"]["format"] == "tf-schedule" and len(doc["gradients"]) == 214
+    prose = tmp_path / "prose.txt"
+    prose.write_text("\n".join(placeholders) + "\nthis line is prose, not a node\n")
+    assert_error(run("inspect", prose), f"{prose}:1:", "cannot tell the trace format")

@@ -18,7 +18,7 @@ from ..errors import TraceCliError, TraceFormatError, UnknownFormatError
 from ..inputfile import open_input
 from ..model import Trace
 from . import chainer, kineto, tf_schedule
-from ._text import MAX_LINE_CHARS, decode_lines
+from ._text import MAX_LINE_CHARS, decode_text, split_lines
 from .kineto_events import read_events
 from .sizes import find_sidecar, load_sizes
 
@@ -50,7 +50,9 @@ class Content:
         self.input = open_input(path, TraceFormatError, "trace", MAX_TEXT_BYTES,
                                 max_line=4 * MAX_LINE_CHARS)
         self._head: Optional[str] = None
+        self._text: Optional[str] = None
         self._lines: Optional[list[str]] = None
+        self.names_checked = False  # every non-blank line is an op-list node name
 
     @property
     def head(self) -> str:
@@ -59,10 +61,17 @@ class Content:
             self._head = self.input.head().decode("utf-8", errors="replace")
         return self._head
 
+    @property
+    def text(self) -> str:
+        """The whole text; binary data and bad UTF-8 are errors."""
+        if self._text is None:
+            self._text = decode_text(self.path, self.input.read(max_line=4 * MAX_LINE_CHARS))
+        return self._text
+
     def lines(self) -> list[str]:
-        """The whole text as lines; binary data, bad UTF-8 and huge lines are errors."""
+        """The whole text as lines; a huge line is an error."""
         if self._lines is None:
-            self._lines = decode_lines(self.path, self.input.read(max_line=4 * MAX_LINE_CHARS))
+            self._lines = split_lines(self.path, self.text)
         return self._lines
 
     def stream(self) -> BinaryIO:
@@ -100,7 +109,13 @@ def _parse_tf(path: str, content: Content, options: LoadOptions) -> Trace:
     _no_step(path, options)
     lines = content.lines()
     variables, sizes_path = _sidecar(path, options)
-    return tf_schedule.parse(path, lines, variables, sizes_path, options.progress)
+    return tf_schedule.parse(path, lines, variables, sizes_path, options.progress,
+                             checked=content.names_checked)
+
+
+def _looks_like_tf(content: Content) -> bool:
+    content.names_checked = tf_schedule.looks_like(content.text)
+    return content.names_checked
 
 
 def _parse_kineto(path: str, content: Content, options: LoadOptions) -> Trace:
@@ -116,7 +131,7 @@ PARSERS: dict[str, Parser] = {
     "chainer": Parser("chainer", "Chainer forward/backward graph dump",
                       lambda c: chainer.looks_like(c.head.split("\n", 1)), _parse_chainer),
     "tf-schedule": Parser("tf-schedule", "TensorFlow/Horovod executed op list",
-                          lambda c: tf_schedule.looks_like(c.lines()), _parse_tf),
+                          _looks_like_tf, _parse_tf),
 }
 FORMATS = tuple(PARSERS)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..errors import TraceFormatError
 from ..units import format_size
 
-__all__ = ["decode_lines", "MAX_LINE_CHARS"]
+__all__ = ["decode_text", "split_lines", "decode_lines", "MAX_LINE_CHARS"]
 
 MAX_LINE_CHARS = 1 << 20
 
@@ -16,6 +16,11 @@ def decode_lines(path: str, data: bytes) -> list[str]:
     A NUL byte or bytes that are not UTF-8 mean a binary file; a line longer than
     :data:`MAX_LINE_CHARS` is no trace line. Both are reported at their line.
     """
+    return split_lines(path, decode_text(path, data))
+
+
+def decode_text(path: str, data: bytes) -> str:
+    """The text of ``data``; binary data and bad UTF-8 are errors at their line."""
     nul = data.find(b"\0")
     try:
         text = data.decode("utf-8")
@@ -28,8 +33,11 @@ def decode_lines(path: str, data: bytes) -> list[str]:
             str(path), line, "binary data, not a text trace; pass a Chainer dump, a "
             "TensorFlow op list or a PyTorch profiler trace"
         )
-    if text.startswith("\ufeff"):
-        text = text[1:]
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def split_lines(path: str, text: str) -> list[str]:
+    """Lines without their endings; one longer than :data:`MAX_LINE_CHARS` is an error."""
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()

@@ -56,22 +56,40 @@ torch = pytest.importorskip("torch", reason="buffer patterns need torch")
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
 @pytest.mark.parametrize("world", [1, 2, 3, 8, 64])
 def test_patterns_sum_exactly_and_corruption_is_caught(dtype, world):
-    from tracecli.replay.emulator import DTYPES, fill, verify
+    from tracecli.replay.buckets import BucketBuffer
 
     def buffers():
-        return [torch.empty(n, dtype=DTYPES[dtype]) for n in (1, 2, 7, 1000)]
+        return [BucketBuffer(n * 8, dtype, "allreduce", world, "cpu") for n in (1, 2, 7, 1000)]
 
     total = buffers()
     for b in total:
-        b.zero_()
+        b.input.zero_()
     for rank in range(world):
         mine = buffers()
-        fill(mine, rank)
+        for b in mine:
+            b.fill(rank)
         for t, m in zip(total, mine):
-            t += m
-    assert verify(total, world)
-    total[2][5] += 1
-    assert not verify(total, world)
+            t.input += m.input
+    assert all(b.verify() for b in total)
+    total[2].input[3] += 1
+    assert not total[2].verify()
+
+
+@pytest.mark.parametrize("world", [1, 2, 5])
+def test_allgather_buckets_hold_every_rank_in_order(world):
+    from tracecli.replay.buckets import BucketBuffer
+
+    pieces = []
+    for rank in range(world):
+        b = BucketBuffer(40, "float32", "allgather", world, "cpu")
+        b.fill(rank)
+        pieces.append(b.input.clone())
+    gathered = BucketBuffer(40, "float32", "allgather", world, "cpu")
+    gathered.output.copy_(torch.cat(pieces))
+    assert gathered.verify() and gathered.output.numel() == world * 10
+    if world > 1:
+        gathered.output.copy_(torch.cat(pieces[::-1]))
+        assert not gathered.verify()
 
 
 def synthetic_job():

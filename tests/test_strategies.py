@@ -7,7 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracecli.errors import PlanError
-from tracecli.planning.base import Grad, StrategyOptions
+from tracecli.planning.base import Grad, Grouping, StrategyOptions
+from tracecli.planning.costmodel import CostModel
+from tracecli.planning.timeline import simulate
 from tracecli.planning.strategies import (
     STRATEGIES, ddp, ddp_buckets, ddp_limits, extract_ranges, horovod, horovod_fuse,
     pack_small_tensors, parse_all_reduce_spec, size_greedy, tf_spec,
@@ -52,6 +54,9 @@ torch = pytest.importorskip("torch", reason="the side-by-side check needs torch"
 import torch.distributed as dist  # noqa: E402
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "float64": torch.float64}
+# every dtype a gradient can have
+GRAD_DTYPES = {**DTYPES, "bfloat16": torch.bfloat16, "complex64": torch.complex64,
+               "complex128": torch.complex128}
 
 
 @settings(max_examples=300, deadline=None)
@@ -69,17 +74,51 @@ def test_ddp_matches_torch_assignment(sizes, first, cap):
     assert [tuple(b) for b in theirs] == ours
 
 
-@settings(max_examples=200, deadline=None)
-@given(data=st.lists(st.tuples(st.integers(1, MiB), st.sampled_from(list(DTYPES))),
+@settings(max_examples=300, deadline=None)
+@given(data=st.lists(st.tuples(st.integers(1, MiB), st.sampled_from(list(GRAD_DTYPES))),
                      min_size=1, max_size=30),
-       cap=st.integers(1, 4 * MiB))
-def test_ddp_matches_torch_with_mixed_dtypes(data, cap):
-    tensors = [torch.empty(n, dtype=DTYPES[d]) for n, d in data]
-    limits = [MiB, cap]
-    theirs, _ = dist._compute_bucket_assignment_by_size(tensors, limits)
+       first=st.integers(1, 2 * MiB), cap=st.integers(1, 4 * MiB))
+def test_ddp_matches_torch_with_mixed_dtypes(data, first, cap):
+    """As at DDP's rebuild (tensor_indices given): the exact order, open buckets included."""
+    tensors = [torch.empty(n, dtype=GRAD_DTYPES[d]) for n, d in data]
+    limits = [first, cap]
+    theirs, _ = dist._compute_bucket_assignment_by_size(tensors, limits, [], list(range(len(data))))
     ours = ddp_buckets([t.numel() * t.element_size() for t in tensors], [d for _, d in data], limits)
-    # torch sorts the result by each bucket's smallest index when no indices are given
-    assert sorted(tuple(b) for b in theirs) == sorted(ours)
+    assert [tuple(b) for b in theirs] == ours
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.lists(st.tuples(st.integers(1, MiB), st.sampled_from(list(DTYPES)), st.booleans()),
+                     min_size=1, max_size=30),
+       first=st.integers(1, 2 * MiB), cap=st.integers(1, 4 * MiB))
+def test_ddp_matches_torch_with_sparse_gradients(data, first, cap):
+    """Rebuild semantics (tensor_indices given: no re-sorting); expect_sparse_gradient
+    tensors get a bucket of their own (nn.Embedding(sparse=True))."""
+    tensors = [torch.empty(n, dtype=DTYPES[d]) for n, d, _ in data]
+    sparse = [s for _, _, s in data]
+    limits = [first, cap]
+    theirs, _ = dist._compute_bucket_assignment_by_size(tensors, limits, sparse,
+                                                         list(range(len(tensors))))
+    ours = ddp_buckets([t.numel() * t.element_size() for t in tensors], [d for _, d, _ in data],
+                       limits, sparse)
+    assert [tuple(b) for b in theirs] == ours
+
+
+def test_sparse_gradients_travel_alone_unless_densified():
+    g = grads([4 * MiB, 30 * MiB, 2 * MiB], ready=[1.0, 1.2, 1.4])
+    g[1] = g[1]._replace(sparse=True)
+    cost = CostModel("x", 5.0, 10.0, 8)
+    for name in ("ddp", "horovod", "per-tensor", "optimal"):
+        grouping = STRATEGIES[name](g, StrategyOptions(cost=cost))
+        assert (1,) in grouping.buckets, name
+        assert grouping.collectives[grouping.buckets.index((1,))] == "allgather", name
+        dense = STRATEGIES[name](g, StrategyOptions(cost=cost, sparse_as_dense=True))
+        assert dense.collectives is None, name
+    assert horovod(g, StrategyOptions(sparse_as_dense=True)).buckets == [(0, 1, 2)]
+    timeline = simulate(g, Grouping([(0,), (1,), (2,)], None, ["allreduce", "allgather", "allreduce"]),
+                        cost, 0.0, 2.0)
+    assert timeline.buckets[1].duration_ms == pytest.approx(cost.allgather_ms(30 * MiB))
+    assert cost.allgather_ms(30 * MiB) > cost.time_ms(30 * MiB)  # 8 ranks' shares gathered
 
 
 def test_ddp_bucket_cap_mb_list_reproduces_a_partition():

@@ -217,15 +217,19 @@ strategy_options = options(
                  help="tf-spec: pack float32 gradients up to this many bytes (0: off)."),
     click.option("--agg-small-grads-max-group", type=click.IntRange(min=0), default=10,
                  show_default=True, help="tf-spec: longest packed range - 2."),
+    click.option("--sparse-as-dense", is_flag=True, help="Fuse sparse gradients (embeddings) "
+                 "into all-reduce buckets as dense, as Horovod's sparse_as_dense=True does "
+                 "(default: each is all-gathered on its own)."),
 )
 
 STRATEGY_KEYS = ("strategy", "max_bytes", "first_bucket_bytes", "cycle_ms", "spec",
-                 "agg_small_grads_max_bytes", "agg_small_grads_max_group")
+                 "agg_small_grads_max_bytes", "agg_small_grads_max_group", "sparse_as_dense")
 
 
 def strategy_from(kw) -> StrategyOptions:
     return StrategyOptions(kw["max_bytes"], kw["first_bucket_bytes"], kw["cycle_ms"], kw["spec"],
-                           kw["agg_small_grads_max_bytes"], kw["agg_small_grads_max_group"])
+                           kw["agg_small_grads_max_bytes"], kw["agg_small_grads_max_group"],
+                           sparse_as_dense=kw["sparse_as_dense"])
 
 
 def compute_from(kw) -> ComputeRequest:
@@ -553,8 +557,9 @@ def replay(ctx, trace, fmt, sizes, step, plan_file, iters, warmup, baseline, dry
     if plan_file:
         from .planning.planfile import load_plan_file
 
-        inp, buckets, doc = load_plan_file(plan_file)
-        fixed = FixedPlan(tuple(buckets), str(doc["strategy"]))
+        saved = load_plan_file(plan_file)
+        inp = saved.inp
+        fixed = FixedPlan(tuple(saved.buckets), saved.strategy, tuple(saved.collectives))
     else:
         path, fmt, sizes, step, _ = _trace_args(ctx, trace, fmt, sizes, step, "replaying")
         t = _load(path, fmt, sizes, step, quiet=as_json or quiet)
@@ -564,7 +569,8 @@ def replay(ctx, trace, fmt, sizes, step, plan_file, iters, warmup, baseline, dry
                 raise PlanError(t.path, None, "the run's buckets are not all matched to its "
                                 "gradients (see plan-buckets --strategy observed); cannot replay them")
             inp = plan.inp
-            fixed = FixedPlan(tuple(b.members for b in plan.buckets), AS_RUN)
+            fixed = FixedPlan(tuple(b.members for b in plan.buckets), AS_RUN,
+                              tuple(b.collective for b in plan.buckets))
         else:
             _, _, inp = inputs(t, compute_from(kw))
     job = replay_job(inp, kw["strategy"], strategy_from(kw), cost_from(kw, world), iters, warmup,

@@ -234,6 +234,7 @@ class Tensor(NamedTuple):
     dtype: Optional[str] = None
     shape: Optional[tuple[int, ...]] = None
     index: Optional[int] = None
+    sparse: bool = False  # its gradient is sparse (IndexedSlices): all-gathered, not reduced
 
     @property
     def elements(self) -> Optional[int]:

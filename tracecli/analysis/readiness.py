@@ -11,7 +11,10 @@ a format's name.
   ``.../Allreduce/cond_N/``.
 - Plain op lists: a variable is ready after the last op of its layer that produces its kind
   of gradient (``source="producer"``), else after the last backward op of its layer
-  (``source="fallback"``).
+  (``source="fallback"``); a variable the list updates but whose gradient no op of its own
+  produces (an embedding's sparse gradient, built from the gradient flowing into the
+  lookup) is ready when its update's inputs are: after the last backward op that ran
+  before its update (``source="update"``). None is dropped that the list updates.
 - Recorded backward (profiler traces): backward ops in the order they ran; a parameter is
   ready when the op that accumulated its gradient ended (``source="recorded"``).
 """
@@ -45,6 +48,7 @@ class GradientReady(NamedTuple):
     source: str
     op: Optional[str]
     op_name: Optional[str]
+    sparse: bool = False
 
 
 class LayerReady(NamedTuple):
@@ -134,7 +138,7 @@ def _readiness(trace: Trace) -> Readiness:
     rows.sort(key=lambda r: r[0])
     gradients = tuple(
         GradientReady(t.id, t.name, t.elements, t.layer, t.nbytes, t.dtype, t.shape, i, bpos, source,
-                      op.id if op else None, op.name if op else None)
+                      op.id if op else None, op.name if op else None, t.sparse)
         for i, (_, bpos, t, source, op) in enumerate(rows)
     )
     layers = _layers(gradients) or _producer_layers(trace, schedule)
@@ -175,11 +179,17 @@ def _op_list_rows(trace: Trace, backward: list[Op]):
             op, source = producers[-1], "producer"
         elif tensor.layer in last_of_layer:
             op, source = last_of_layer[tensor.layer], "fallback"
+        elif trace.linked(tensor.id, EdgeKind.UPDATE):
+            update = trace.op(trace.linked(tensor.id, EdgeKind.UPDATE)[0])
+            ran = bisect.bisect_left(backward_positions, update.position)  # before its update
+            op = backward[ran - 1] if ran else update
+            rows.append(((op.position, 1, tensor.index), ran, tensor, "update", op))
+            continue
         else:
             missing.append(tensor.name)
             continue
         ran = bisect.bisect_right(backward_positions, op.position)  # backward ops run by then
-        rows.append(((op.position, tensor.index), ran, tensor, source, op))
+        rows.append(((op.position, 0, tensor.index), ran, tensor, source, op))
     return rows, missing
 
 

@@ -169,7 +169,7 @@ def _classify(name: str) -> tuple[OpKind, Optional[int], Optional[list[str]]]:
             rest = name[match.end():]
             if rest.startswith("output/") or "/output/" in rest:
                 return OpKind.ALLREDUCE_OUTPUT, index, None
-            if "HorovodAllreduce" in rest:
+            if "HorovodAllreduce" in rest or "HorovodAllgather" in rest:
                 return OpKind.ALLREDUCE, index, None
             return OpKind.ALLREDUCE_INPUT, index, None
     if "HorovodAllreduce" in name:
@@ -184,7 +184,7 @@ def _classify(name: str) -> tuple[OpKind, Optional[int], Optional[list[str]]]:
         match = _UPDATE_RE.search(name)
         if match:
             return OpKind.UPDATE, _index(match.group(1)), None
-    if "ResourceApply" in last or last.startswith("Apply"):
+    if "ResourceApply" in last or "SparseApply" in last or last.startswith("Apply"):
         return OpKind.UPDATE, None, None
     if "gradient" in name and _backward_scope(name) is not None:
         return _classify_backward(name)
@@ -293,7 +293,7 @@ def parse(
             f"gradients cond_0..cond_{indices[-1]} ({indices[-1] + 1} variables); pass the "
             "sizes file of this model with --sizes",
         )
-    tensors = _tensors(variables, indices)
+    tensors = _tensors(variables, indices, _sparse(indexed))
     links = _link(tensors, indexed)
     meta = {"model_scope": model, "sizes": sizes_path, "horovod": bool(indices)}
     return Trace.build(path, FORMAT, ops, tensors, links, meta, abilities(bool(indices)))
@@ -350,15 +350,34 @@ def _model_scope(names: list[tuple[int, str]], sample: int = 20_000) -> Optional
     return scope if count * 2 >= total else None
 
 
-def _tensors(variables: Optional[list[Variable]], indices: list[int]) -> list[Tensor]:
+_SPARSE_UPDATES = ("Unique", "UnsortedSegmentSum")
+
+
+def _sparse(indexed: list[Op]) -> set[int]:
+    """Variables whose gradient is sparse (``IndexedSlices``): Horovod all-gathers it, or
+    the optimizer deduplicates its indices and applies it sparsely."""
+    found = set()
+    for op in indexed:
+        last = op.name[op.name.rfind("/") + 1:]
+        if op.kind is OpKind.ALLREDUCE and "HorovodAllgather" in op.name:
+            found.add(op.index)
+        elif op.kind is OpKind.UPDATE and ("SparseApply" in last or "ResourceScatter" in last
+                                           or _split_suffix(last)[0] in _SPARSE_UPDATES):
+            found.add(op.index)
+    return found
+
+
+def _tensors(variables: Optional[list[Variable]], indices: list[int], sparse: set[int]) -> list[Tensor]:
     if variables is not None:
         return [
             Tensor(f"v{v.index}", TensorKind.PARAMETER, v.name, v.nbytes, line=v.line,
-                   layer=v.layer, dtype=v.dtype, shape=v.shape, index=v.index)
+                   layer=v.layer, dtype=v.dtype, shape=v.shape, index=v.index,
+                   sparse=v.index in sparse)
             for v in variables
         ]
     # Without a sidecar, the variables are the ones the list names (never sized by an index).
-    return [Tensor(f"v{n}", TensorKind.PARAMETER, f"variable[{n}]", None, index=n) for n in indices]
+    return [Tensor(f"v{n}", TensorKind.PARAMETER, f"variable[{n}]", None, index=n, sparse=n in sparse)
+            for n in indices]
 
 
 class _Produced:

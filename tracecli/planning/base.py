@@ -8,7 +8,8 @@ from typing import Callable, NamedTuple, Optional, Sequence
 from .costmodel import CostModel
 
 __all__ = ["Grad", "StrategyOptions", "Grouping", "Strategy", "DEFAULT_MAX_BYTES",
-           "DDP_FIRST_BUCKET_BYTES", "DDP_BUCKET_CAP", "HOROVOD_THRESHOLD"]
+           "DDP_FIRST_BUCKET_BYTES", "DDP_BUCKET_CAP", "HOROVOD_THRESHOLD", "ALLREDUCE",
+           "ALLGATHER", "sparse_alone", "collectives_of"]
 
 DDP_FIRST_BUCKET_BYTES = 1024 * 1024  # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES
 DDP_BUCKET_CAP = 25 * 1024 * 1024  # DistributedDataParallel(bucket_cap_mb=25)
@@ -29,6 +30,7 @@ class Grad(NamedTuple):
     elements: int
     ready_ms: float
     order: int
+    sparse: bool = False  # an IndexedSlices / sparse gradient
 
 
 @dataclass(frozen=True)
@@ -40,13 +42,34 @@ class StrategyOptions:
     agg_small_grads_max_bytes: int = 0  # tf-spec
     agg_small_grads_max_group: int = 10  # tf-spec
     cost: Optional[CostModel] = None  # optimal: the model it minimizes under
+    sparse_as_dense: bool = False  # sparse gradients are densified and fused like the rest
+
+
+ALLREDUCE, ALLGATHER = "allreduce", "allgather"
 
 
 class Grouping(NamedTuple):
-    """Buckets in launch order; ``not_before`` delays a bucket's launch (Horovod's cycle)."""
+    """Buckets in launch order; ``not_before`` delays a bucket's launch (Horovod's cycle);
+    ``collectives`` names each bucket's collective (default: all-reduce)."""
 
     buckets: list[tuple[int, ...]]
     not_before: Optional[list[float]] = None
+    collectives: Optional[list[str]] = None
+
+
+def sparse_alone(grads: Sequence[Grad], opts: StrategyOptions) -> set[int]:
+    """The gradients that travel on their own as an all-gather: the sparse ones, unless the
+    options densify them (Horovod's ``sparse_as_dense=True``)."""
+    if opts.sparse_as_dense:
+        return set()
+    return {i for i, g in enumerate(grads) if g.sparse}
+
+
+def collectives_of(buckets: list[tuple[int, ...]], alone: set[int]) -> Optional[list[str]]:
+    """Each bucket's collective: a lone sparse gradient is all-gathered."""
+    if not alone:
+        return None
+    return [ALLGATHER if len(b) == 1 and b[0] in alone else ALLREDUCE for b in buckets]
 
 
 Strategy = Callable[[Sequence[Grad], StrategyOptions], Grouping]

@@ -86,6 +86,15 @@ class CostModel:
     def time_ms(self, nbytes: int | float) -> float:
         return self.latency_ms + self.ms_per_byte * nbytes
 
+    def allgather_ms(self, nbytes: int | float) -> float:
+        """A ring all-gather of ``nbytes`` from each rank: ``(p-1)·a + (p-1)·n/B`` (B the
+        bus bandwidth: nccl-tests' all_gather busbw = algbw·(p-1)/p of ``p·n`` bytes)."""
+        p = self.gpus
+        if p <= 1:
+            return self.launch_us / 1000.0
+        return (self.launch_us + (p - 1) * self.alpha_us) / 1000.0 + \
+            (p - 1) * nbytes / (self.bandwidth_gbps * 1e9) * 1000.0
+
     def describe(self) -> dict[str, Any]:
         doc = {"name": self.name, "algorithm": self.algorithm, "gpus": self.gpus,
                "alpha_us": self.alpha_us, "bandwidth_gbps": self.bandwidth_gbps,

@@ -49,7 +49,7 @@ def plan_input(trace: Trace, ready: Readiness, profile: ComputeProfile,
     grads = tuple(
         Grad(g.name, g.nbytes, g.dtype or "float32",
              g.elements if g.elements is not None else g.nbytes // 4,
-             times[min(g.backward_position, len(times) - 1)], order.get(g.tensor_id, i))
+             times[min(g.backward_position, len(times) - 1)], order.get(g.tensor_id, i), g.sparse)
         for i, g in enumerate(ready.gradients)
     )
     return PlanInput(grads, profile.forward_ms, profile.backward_end_ms, update_ms, profile.source)

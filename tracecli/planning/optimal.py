@@ -13,6 +13,10 @@ is best (``R[j] - b·S[i]`` falls with i); for the others the term is ``F[i] - b
 whose minimum over a window with non-decreasing ends a monotone deque keeps. Minimising
 ``F[n]`` minimises the iteration time, ``forward + max(backward end, F[n])``.
 MG-WFBP's merge rule is a heuristic for the same objective; this is the exact optimum.
+
+A gradient that must travel alone (a sparse one, all-gathered: ``alone``) is its own
+bucket: ``F[s+1] = max(R[s+1], F[s]) + T_alone(s)``, and no later bucket may reach back
+past it, so the window's left end moves past ``s``, as the cap moves it.
 """
 
 from __future__ import annotations
@@ -21,20 +25,25 @@ from collections import deque
 from typing import Optional, Sequence
 
 from ..errors import PlanError
-from .base import Grad, Grouping, StrategyOptions
+from .base import Grad, Grouping, StrategyOptions, collectives_of, sparse_alone
 
 __all__ = ["optimal", "optimal_partition"]
 
 
 def optimal_partition(ready: Sequence[float], nbytes: Sequence[int], latency_ms: float,
-                      ms_per_byte: float, cap: Optional[int] = None) -> list[tuple[int, ...]]:
-    """Buckets (index tuples) of the best contiguous partition.
+                      ms_per_byte: float, cap: Optional[int] = None,
+                      alone: Optional[dict[int, float]] = None) -> list[tuple[int, ...]]:
+    """Buckets (index tuples) of the best contiguous partition; ``alone`` maps the
+    gradients that travel on their own to the ms their collective takes.
 
     Fusing the first two saves one latency; fusing all three would wait for the last:
 
     >>> optimal_partition([1.0, 2.0, 6.0], [100, 100, 100], latency_ms=2.0, ms_per_byte=0.01)
     [(0, 1), (2,)]
+    >>> optimal_partition([1.0, 2.0, 6.0], [100, 100, 100], 2.0, 0.01, alone={1: 9.0})
+    [(0,), (1,), (2,)]
     """
+    alone = alone or {}
     n = len(ready)
     if n == 0:
         return []
@@ -48,7 +57,8 @@ def optimal_partition(ready: Sequence[float], nbytes: Sequence[int], latency_ms:
     parent = [0] * (n + 1)
     window: deque[int] = deque()  # indices i with increasing finish[i] - b·prefix[i]
     k = 0  # largest i with finish[i] <= ready (moves right only)
-    lo = 0  # smallest i whose bucket (i, j] fits the cap (moves right only)
+    lo = 0  # smallest i whose bucket (i, j] fits the cap and holds no lone gradient
+    barrier = 0  # just past the last lone gradient
 
     def key(i: int) -> float:
         return finish[i] - ms_per_byte * prefix[i]
@@ -63,8 +73,13 @@ def optimal_partition(ready: Sequence[float], nbytes: Sequence[int], latency_ms:
         if cap is not None:
             while lo < j - 1 and prefix[j] - prefix[lo] > cap:
                 lo += 1
+        lo = max(lo, barrier)
         while k + 1 <= j - 1 and finish[k + 1] <= r:
             k += 1
+        if j - 1 in alone:  # this gradient travels alone, after everything before it
+            finish[j], parent[j] = max(r, finish[j - 1]) + alone[j - 1], j - 1
+            barrier = j
+            continue
         best, best_i = float("inf"), -1
         if k >= lo:
             best, best_i = r + latency_ms + ms_per_byte * (prefix[j] - prefix[k]), k
@@ -90,5 +105,8 @@ def optimal(grads: Sequence[Grad], opts: StrategyOptions) -> Grouping:
     """The registry entry: the best partition under ``opts.cost``, capped by ``max_bytes``."""
     if opts.cost is None:
         raise PlanError(None, None, "the optimal strategy needs a cost model")
-    return Grouping(optimal_partition([g.ready_ms for g in grads], [g.nbytes for g in grads],
-                                      opts.cost.latency_ms, opts.cost.ms_per_byte, opts.max_bytes))
+    lone = sparse_alone(grads, opts)
+    buckets = optimal_partition([g.ready_ms for g in grads], [g.nbytes for g in grads],
+                                opts.cost.latency_ms, opts.cost.ms_per_byte, opts.max_bytes,
+                                {i: opts.cost.allgather_ms(grads[i].nbytes) for i in lone})
+    return Grouping(buckets, collectives=collectives_of(buckets, lone))

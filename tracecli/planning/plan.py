@@ -71,6 +71,7 @@ class BucketPlan:
                 "first_bucket_bytes": o.first_bucket_bytes, "cycle_ms": o.cycle_ms, "spec": o.spec,
                 "agg_small_grads_max_bytes": o.agg_small_grads_max_bytes,
                 "agg_small_grads_max_group": o.agg_small_grads_max_group,
+                "sparse_as_dense": o.sparse_as_dense,
             },
             "compute": {
                 "source": self.inp.compute_source,
@@ -79,7 +80,8 @@ class BucketPlan:
                 "update_ms": t.update_ms,
             },
             "gradients": [
-                {"name": g.name, "bytes": g.nbytes, "dtype": g.dtype, "ready_ms": g.ready_ms}
+                {"name": g.name, "bytes": g.nbytes, "dtype": g.dtype, "ready_ms": g.ready_ms,
+                 **({"sparse": True} if g.sparse else {})}
                 for g in self.inp.grads
             ],
             "buckets": [
@@ -92,6 +94,7 @@ class BucketPlan:
                     "start_ms": b.start_ms,
                     "end_ms": b.end_ms,
                     "duration_ms": b.duration_ms,
+                    "collective": b.collective,
                 }
                 for b in t.buckets
             ],
@@ -125,18 +128,31 @@ def make_plan(inp: PlanInput, strategy: str, options: StrategyOptions, cost: Cos
     timeline = simulate(inp.grads, grouping, cost, inp.forward_ms, inp.backward_end_ms,
                         inp.update_ms)
     bound = lower_bound(inp.grads, cost, inp.backward_end_ms, inp.update_ms)
-    plan = BucketPlan(strategy, options, cost, inp, timeline, bound, {})
+    plan = BucketPlan(strategy, options, cost, inp, timeline, bound, {}, _notes(timeline))
     return replace(plan, settings=settings_for(plan))
 
 
 def fixed_plan(inp: PlanInput, buckets, strategy: str, options: StrategyOptions,
-               cost: CostModel) -> BucketPlan:
+               cost: CostModel, collectives=None) -> BucketPlan:
     """A given grouping (a plan file's, the run's own) predicted under ``cost``."""
-    timeline = simulate(inp.grads, Grouping([tuple(b) for b in buckets]), cost, inp.forward_ms,
-                        inp.backward_end_ms, inp.update_ms)
+    timeline = simulate(inp.grads, Grouping([tuple(b) for b in buckets], None,
+                                            list(collectives) if collectives else None),
+                        cost, inp.forward_ms, inp.backward_end_ms, inp.update_ms)
     bound = lower_bound(inp.grads, cost, inp.backward_end_ms, inp.update_ms)
-    plan = BucketPlan(strategy, replace(options, cost=cost), cost, inp, timeline, bound, {})
+    plan = BucketPlan(strategy, replace(options, cost=cost), cost, inp, timeline, bound, {},
+                      _notes(timeline))
     return replace(plan, settings=settings_for(plan))
+
+
+def _notes(timeline: Timeline) -> tuple[str, ...]:
+    gathered = [b for b in timeline.buckets if b.collective != "allreduce"]
+    if not gathered:
+        return ()
+    one = len(gathered) == 1
+    return (f"{len(gathered)} sparse gradient{'' if one else 's'} {'is' if one else 'are'} "
+            f"all-gathered on {'its' if one else 'their'} own (as Horovod and DDP do), each rank's "
+            "share taken as the dense size: an upper bound when batches touch few rows; "
+            "--sparse-as-dense fuses them instead",)
 
 
 def _mb(nbytes: int) -> str:
@@ -157,9 +173,12 @@ def settings_for(plan: BucketPlan) -> dict[str, Any]:
                 "first_bucket_bytes": first, "text": text}
     if name == "horovod":
         threshold = o.max_bytes if o.max_bytes is not None else HOROVOD_THRESHOLD
+        text = f"export HOROVOD_FUSION_THRESHOLD={threshold} HOROVOD_CYCLE_TIME={o.cycle_ms:g}"
+        if o.sparse_as_dense and any(g.sparse for g in plan.inp.grads):
+            text += "  # and hvd.DistributedGradientTape(tape, sparse_as_dense=True)"
         return {"framework": "horovod", "HOROVOD_FUSION_THRESHOLD": threshold,
-                "HOROVOD_CYCLE_TIME": o.cycle_ms,
-                "text": f"export HOROVOD_FUSION_THRESHOLD={threshold} HOROVOD_CYCLE_TIME={o.cycle_ms:g}"}
+                "HOROVOD_CYCLE_TIME": o.cycle_ms, "sparse_as_dense": o.sparse_as_dense,
+                "text": text}
     if name == "tf-spec":
         text = f"--all_reduce_spec={o.spec}"
         if o.agg_small_grads_max_bytes > 0:
@@ -218,8 +237,10 @@ def compare(inp: PlanInput, cost: CostModel, options: StrategyOptions) -> list[C
     backward = inp.backward_end_ms - inp.forward_ms
     cycles = sorted({0.1, 0.5, 1.0, 2.0, 5.0} | {round(backward / k, 3) for k in (1, 2, 4, 8, 16, 32)
                                                  if backward / k >= 0.1})
-    horovod = [make_plan(inp, "horovod", replace(options, max_bytes=c, cycle_ms=cy), cost)
-               for c in caps for cy in cycles]
+    dense = (False, True) if any(g.sparse for g in inp.grads) else (options.sparse_as_dense,)
+    horovod = [make_plan(inp, "horovod", replace(options, max_bytes=c, cycle_ms=cy,
+                                                 sparse_as_dense=d), cost)
+               for c in caps for cy in cycles for d in dense]
     rows.append(CompareRow("horovod tuned", _best(horovod)))
     tf = [make_plan(inp, "tf-spec", replace(options, spec=options.spec,
                                             agg_small_grads_max_bytes=b,

@@ -9,23 +9,31 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import PlanError, excerpt
 from ..jsonfile import read_json
 from ..model import DTYPE_BYTES
-from .base import Grad
+from .base import ALLGATHER, ALLREDUCE, Grad
 from .plan import PlanInput
 
-__all__ = ["load_plan_file", "MAX_PLAN_BYTES", "MAX_PLAN_MS"]
+__all__ = ["load_plan_file", "PlanFile", "MAX_PLAN_BYTES", "MAX_PLAN_MS"]
 
 MAX_PLAN_BYTES = 1 << 50
 MAX_PLAN_MS = 1e7
 REPLAYABLE_DTYPES = ("float32", "float16", "bfloat16", "float64", "half", "float", "double")
 
 
-def load_plan_file(path: str | Path) -> tuple[PlanInput, list[tuple[int, ...]], dict[str, Any]]:
-    """``(plan input, buckets as gradient indices, the document)`` of a plan file."""
+class PlanFile(NamedTuple):
+    inp: PlanInput
+    buckets: list[tuple[int, ...]]  # gradient indices
+    collectives: list[str]  # each bucket's collective
+    strategy: str
+    doc: dict[str, Any]
+
+
+def load_plan_file(path: str | Path) -> PlanFile:
+    """A plan file, checked through (see the module's docstring)."""
     path = str(path)
     doc = read_json(path, PlanError, "plan file")
 
@@ -62,12 +70,15 @@ def load_plan_file(path: str | Path) -> tuple[PlanInput, list[tuple[int, ...]], 
                       + ", ".join(REPLAYABLE_DTYPES))
         if name in index:
             raise bad(f"gradient {excerpt(name)} listed twice")
+        sparse = g.get("sparse", False)
+        if not isinstance(sparse, bool):
+            raise bad(f"gradient {i} ({excerpt(name)}): sparse must be true or false")
         index[name] = i
         ready = ms(g.get("ready_ms"), f"gradient {i} ready_ms")
-        grads.append(Grad(name, nbytes, dtype, nbytes // DTYPE_BYTES[dtype], ready, i))
+        grads.append(Grad(name, nbytes, dtype, nbytes // DTYPE_BYTES[dtype], ready, i, sparse))
     if not isinstance(doc["buckets"], list) or not doc["buckets"]:
         raise bad("buckets must be a non-empty list")
-    buckets, seen = [], set()
+    buckets, collectives, seen = [], [], set()
     for k, b in enumerate(doc["buckets"]):
         names = b.get("tensors") if isinstance(b, dict) else None
         if not isinstance(names, list) or not names or \
@@ -76,8 +87,12 @@ def load_plan_file(path: str | Path) -> tuple[PlanInput, list[tuple[int, ...]], 
         members = tuple(index[n] for n in names)
         if seen & set(members) or len(set(members)) != len(members):
             raise bad(f"bucket {k} repeats a gradient")
+        collective = b.get("collective", ALLREDUCE)
+        if collective not in (ALLREDUCE, ALLGATHER) or (collective == ALLGATHER and len(members) != 1):
+            raise bad(f"bucket {k}: collective must be allreduce, or allgather of one gradient")
         seen |= set(members)
         buckets.append(members)
+        collectives.append(collective)
     if len(seen) != len(grads):
         raise bad("some gradients are in no bucket")
     compute = doc["compute"] if isinstance(doc["compute"], dict) else {}
@@ -89,4 +104,4 @@ def load_plan_file(path: str | Path) -> tuple[PlanInput, list[tuple[int, ...]], 
     source = compute.get("source", "")
     inp = PlanInput(tuple(grads), forward, forward + backward, update,
                     f"plan file {path}: " + (source[:500] if isinstance(source, str) else ""))
-    return inp, buckets, doc
+    return PlanFile(inp, buckets, collectives, doc["strategy"], doc)

@@ -17,11 +17,11 @@ from __future__ import annotations
 import math
 import re
 from collections import deque
-from typing import NamedTuple, Sequence
+from typing import NamedTuple, Optional, Sequence
 
 from ..errors import PlanError
 from .base import DEFAULT_MAX_BYTES, DDP_BUCKET_CAP, DDP_FIRST_BUCKET_BYTES, HOROVOD_THRESHOLD
-from .base import Grad, Grouping, Strategy, StrategyOptions
+from .base import Grad, Grouping, Strategy, StrategyOptions, collectives_of, sparse_alone
 from .optimal import optimal
 
 __all__ = [
@@ -32,8 +32,9 @@ __all__ = [
 ]
 
 def per_tensor(grads: Sequence[Grad], opts: StrategyOptions) -> Grouping:
-    """One all-reduce per gradient, in readiness order."""
-    return Grouping([(i,) for i in range(len(grads))])
+    """One collective per gradient, in readiness order (a sparse one all-gathered)."""
+    buckets = [(i,) for i in range(len(grads))]
+    return Grouping(buckets, collectives=collectives_of(buckets, sparse_alone(grads, opts)))
 
 
 def single(grads: Sequence[Grad], opts: StrategyOptions) -> Grouping:
@@ -75,13 +76,18 @@ def ddp_limits(opts: StrategyOptions) -> list[int]:
     return [first, cap] if first < cap else [cap]
 
 
-def ddp_buckets(nbytes: Sequence[int], dtypes: Sequence[str], limits: Sequence[int]) -> list[tuple[int, ...]]:
+def ddp_buckets(nbytes: Sequence[int], dtypes: Sequence[str], limits: Sequence[int],
+                sparse: Optional[Sequence[bool]] = None) -> list[tuple[int, ...]]:
     """PyTorch's ``compute_bucket_assignment_by_size`` (reducer.cpp) on tensors given in
     gradient-ready order, as DDP's bucket rebuild calls it.
 
     One accumulator per dtype; a bucket closes when its size reaches its limit, and each
-    dtype then moves on to the next limit (the last one repeats). Open buckets are
-    appended at the end in order of their first tensor.
+    dtype then moves on to the next limit (the last one repeats). A tensor expected to get a
+    sparse gradient (``expect_sparse_gradient``) gets a bucket of its own at once. The
+    buckets still open come last, in the order torch's ``unordered_map`` of accumulators
+    yields them: the reverse of each dtype's first appearance (checked against torch on
+    thousands of cases of every gradient dtype; with ``tensor_indices`` given, as at the
+    rebuild, torch does not re-sort).
 
     >>> MiB = 1 << 20
     >>> ddp_buckets([1024, 4 * MiB, 20 * MiB, 10 * MiB, 3 * MiB // 4, MiB // 2], ["float32"] * 6,
@@ -89,10 +95,13 @@ def ddp_buckets(nbytes: Sequence[int], dtypes: Sequence[str], limits: Sequence[i
     [(0, 1), (2, 3), (4, 5)]
     """
     result: list[tuple[int, ...]] = []
-    open_: dict[str, list[int]] = {}
+    open_: dict[str, list[int]] = {}  # insertion order: each dtype's first appearance
     sizes: dict[str, int] = {}
     limit_index: dict[str, int] = {}
     for i, (n, dtype) in enumerate(zip(nbytes, dtypes)):
+        if sparse is not None and sparse[i]:
+            result.append((i,))
+            continue
         bucket = open_.setdefault(dtype, [])
         bucket.append(i)
         sizes[dtype] = sizes.get(dtype, 0) + n
@@ -101,13 +110,15 @@ def ddp_buckets(nbytes: Sequence[int], dtypes: Sequence[str], limits: Sequence[i
             result.append(tuple(bucket))
             open_[dtype], sizes[dtype] = [], 0
             limit_index[dtype] = min(k + 1, len(limits) - 1)
-    rest = sorted((tuple(b) for b in open_.values() if b), key=lambda b: b[0])
-    return result + rest
+    return result + [tuple(b) for b in reversed(open_.values()) if b]
 
 
 def ddp(grads: Sequence[Grad], opts: StrategyOptions) -> Grouping:
-    return Grouping(ddp_buckets([g.nbytes for g in grads], [g.dtype for g in grads],
-                                ddp_limits(opts)))
+    """DDP's rebuilt buckets; a sparse gradient (``nn.Embedding(sparse=True)``) alone."""
+    alone = sparse_alone(grads, opts)
+    buckets = ddp_buckets([g.nbytes for g in grads], [g.dtype for g in grads], ddp_limits(opts),
+                          [i in alone for i in range(len(grads))] if alone else None)
+    return Grouping(buckets, collectives=collectives_of(buckets, alone))
 
 
 def horovod_fuse(nbytes: Sequence[int], dtypes: Sequence[str], threshold: int) -> list[tuple[int, ...]]:
@@ -147,10 +158,13 @@ def horovod_fuse(nbytes: Sequence[int], dtypes: Sequence[str], threshold: int) -
 
 def horovod(grads: Sequence[Grad], opts: StrategyOptions) -> Grouping:
     """Fusion per cycle: gradients ready in the same ``cycle_ms`` window (counted from the
-    step's start) are fused; the fused all-reduce can start at the end of that cycle."""
+    step's start) are fused; the fused all-reduce can start at the end of that cycle.
+    Sparse gradients (``IndexedSlices``) are all-gathered, each on its own, unless
+    ``sparse_as_dense``."""
     if opts.cycle_ms <= 0:
         raise PlanError(None, None, "--cycle-ms must be positive")
     threshold = opts.max_bytes if opts.max_bytes is not None else HOROVOD_THRESHOLD
+    alone = sparse_alone(grads, opts)
     buckets: list[tuple[int, ...]] = []
     not_before: list[float] = []
     i = 0
@@ -159,13 +173,15 @@ def horovod(grads: Sequence[Grad], opts: StrategyOptions) -> Grouping:
         j = i
         while j < len(grads) and math.floor(grads[j].ready_ms / opts.cycle_ms) == cycle:
             j += 1
-        members = list(range(i, j))
-        for group in horovod_fuse([grads[k].nbytes for k in members],
-                                  [grads[k].dtype for k in members], threshold):
-            buckets.append(tuple(members[k] for k in group))
+        members = [k for k in range(i, j) if k not in alone]
+        groups = [tuple(members[k] for k in group) for group in horovod_fuse(
+            [grads[k].nbytes for k in members], [grads[k].dtype for k in members], threshold)]
+        groups += [(k,) for k in range(i, j) if k in alone]
+        for group in sorted(groups, key=lambda g: g[0]):
+            buckets.append(group)
             not_before.append((cycle + 1) * opts.cycle_ms)
         i = j
-    return Grouping(buckets, not_before)
+    return Grouping(buckets, not_before, collectives_of(buckets, alone))
 
 
 class SpecPart(NamedTuple):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional, Sequence
 
-from .base import Grad, Grouping
+from .base import ALLGATHER, ALLREDUCE, Grad, Grouping
 from .costmodel import CostModel
 
 __all__ = ["BucketTiming", "Timeline", "simulate", "lower_bound"]
@@ -24,6 +24,7 @@ class BucketTiming(NamedTuple):
     ready_ms: float
     start_ms: float
     end_ms: float
+    collective: str = ALLREDUCE
 
     @property
     def duration_ms(self) -> float:
@@ -64,9 +65,10 @@ def simulate(grads: Sequence[Grad], grouping: Grouping, cost: CostModel, forward
         if grouping.not_before is not None:
             ready = max(ready, grouping.not_before[k])
         start = max(ready, channel_free)
-        end = start + cost.time_ms(nbytes)
+        collective = grouping.collectives[k] if grouping.collectives else ALLREDUCE
+        end = start + (cost.allgather_ms(nbytes) if collective == ALLGATHER else cost.time_ms(nbytes))
         timings.append(BucketTiming(k, tuple(members), nbytes, _dtype(grads, members), ready,
-                                    start, end))
+                                    start, end, collective))
         channel_free = end
     compute = backward_end_ms + update_ms
     iteration = max(backward_end_ms, channel_free) + update_ms

@@ -72,6 +72,7 @@ def inspect_doc(trace: Trace, ready: Readiness, sizes: SizeReport,
             "backward_position": g.backward_position,
             "ready_source": g.source,
             "ready_op": g.op_name,
+            "sparse": g.sparse,
         }
         entry.update(extra.get(g.tensor_id, {}))
         gradients.append(entry)

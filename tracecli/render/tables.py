@@ -101,7 +101,7 @@ def readiness_table(ready: Readiness, top: Optional[int], per_gradient: bool,
         if per_gradient:
             info = details.get(item.tensor_id, {})
             shape = info.get("shape") or item.shape
-            rows.append([str(item.ready_index), item.name,
+            rows.append([str(item.ready_index), item.name + (" [sparse]" if item.sparse else ""),
                          "x".join(map(str, shape)) if shape else "-",
                          _size(item.nbytes), _size(cumulative), str(item.backward_position)]
                         + ([item.source] if by_column else []) + [format_ms(info.get("ready_ms"))])

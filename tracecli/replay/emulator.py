@@ -19,11 +19,10 @@ from typing import NamedTuple, Sequence
 import torch
 import torch.distributed as dist
 
-__all__ = ["Schedule", "StepTimes", "CpuStep", "CudaStep", "fill", "verify", "DTYPES"]
+from .buckets import BucketBuffer
 
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
-          "float64": torch.float64, "half": torch.float16, "float": torch.float32,
-          "double": torch.float64}
+__all__ = ["Schedule", "StepTimes", "CpuStep", "CudaStep", "fill", "verify"]
+
 
 
 class Schedule(NamedTuple):
@@ -50,34 +49,14 @@ def _starts(launch: Sequence[float], end: Sequence[float]) -> tuple[float, ...]:
     return tuple(starts)
 
 
-def _pattern(rank: int, dtype: torch.dtype, device) -> torch.Tensor:
-    # Each rank holds ((rank + i) % 3) + 1 at position i: small integers, so every sum over
-    # up to 64 ranks is exact even in bfloat16.
-    return torch.tensor([((rank + i) % 3) + 1 for i in range(3)], dtype=dtype, device=device)
-
-
-def fill(buffers: Sequence[torch.Tensor], rank: int) -> None:
+def fill(buffers: Sequence[BucketBuffer], rank: int) -> None:
     for buf in buffers:
-        flat = buf.view(-1)
-        m = flat.numel() // 3 * 3
-        pattern = _pattern(rank, buf.dtype, buf.device)
-        if m:
-            flat[:m].view(-1, 3).copy_(pattern.expand(m // 3, 3))
-        if flat.numel() > m:
-            flat[m:].copy_(pattern[: flat.numel() - m])
+        buf.fill(rank)
 
 
-def verify(buffers: Sequence[torch.Tensor], world: int) -> bool:
-    """Every reduced buffer holds the exact sum of the ranks' patterns."""
-    for buf in buffers:
-        expected = sum(_pattern(r, torch.float64, "cpu") for r in range(world)).to(buf.dtype).to(buf.device)
-        flat = buf.view(-1)
-        m = flat.numel() // 3 * 3
-        if m and not torch.equal(flat[:m].view(-1, 3), expected.expand(m // 3, 3)):
-            return False
-        if flat.numel() > m and not torch.equal(flat[m:], expected[: flat.numel() - m]):
-            return False
-    return True
+def verify(buffers: Sequence[BucketBuffer]) -> bool:
+    """Every bucket's collective gave the exact result (see :mod:`.buckets`)."""
+    return all(buf.verify() for buf in buffers)
 
 
 def _now_ms() -> float:
@@ -129,7 +108,7 @@ class CpuStep:
                 for _ in range(n):
                     k = launched.get()
                     starts[k] = _now_ms() - t0
-                    dist.all_reduce(self.buffers[k], group=self.group)
+                    self.buffers[k].launch(self.group)
                     ends[k] = _now_ms() - t0
             except BaseException as exc:  # noqa: BLE001 - re-raised on the main thread
                 failure.append(exc)
@@ -190,7 +169,7 @@ class CudaStep:
             self._spin(at - clock)
             clock = max(clock, at)
             ready[k].record()
-            work = dist.all_reduce(self.buffers[k], async_op=True, group=self.group)
+            work = self.buffers[k].launch(self.group, async_op=True)
             with torch.cuda.stream(self.side):
                 work.wait()  # the side stream waits for this bucket; compute goes on
                 ends[k].record(self.side)

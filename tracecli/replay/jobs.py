@@ -69,6 +69,7 @@ class FixedPlan:
 
     buckets: tuple[tuple[int, ...], ...]
     strategy: str
+    collectives: Optional[tuple[str, ...]] = None  # each bucket's (default: all-reduce)
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,8 @@ class ReplayJob:
         """The plan to replay, predicted under ``cost`` (pure: every rank computes the same)."""
         if self.fixed is None:
             return make_plan(self.inp, self.strategy, self.options, cost)
-        return fixed_plan(self.inp, self.fixed.buckets, self.fixed.strategy, self.options, cost)
+        return fixed_plan(self.inp, self.fixed.buckets, self.fixed.strategy, self.options, cost,
+                          self.fixed.collectives)
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,8 @@ def check_job(job: ReplayJob, world: int, backend: str, where: Optional[str] = N
                                      f"(forward, backward and update); replay emulates steps of "
                                      f"at most {MAX_STEP_MS / 1000:,.0f} s")
     buffers = sum(g.nbytes for g in inp.grads)
+    if not job.options.sparse_as_dense:  # an all-gathered gradient also holds every rank's share
+        buffers += world * sum(g.nbytes for g in inp.grads if g.sparse)
     sweep = max(job.sweep.sizes()) if job.cost is None else 0
     _check_memory(buffers + sweep, world, backend, "this replay", where)
 

@@ -19,7 +19,8 @@ import torch
 import torch.distributed as dist
 
 from ..planning.costmodel import CostModel
-from .emulator import DTYPES, CpuStep, CudaStep, Schedule, fill, verify
+from .buckets import BucketBuffer
+from .emulator import CpuStep, CudaStep, Schedule, fill, verify
 from ..planning.fit import fit_ring
 from .jobs import CalibrationJob, Launch, ReplayJob, Sweep
 
@@ -117,18 +118,20 @@ def _barrier(backend: str, device: torch.device) -> None:
     dist.barrier(**({"device_ids": [device.index]} if backend == "nccl" else {}))
 
 
-def _timed_allreduce(buf: torch.Tensor, backend: str, device) -> float:
-    """ms of one blocking all-reduce started right after a barrier (CUDA events on GPU)."""
+def _timed_collective(buf, backend: str, device) -> float:
+    """ms of one blocking collective (a tensor: all-reduce; a :class:`BucketBuffer`: its own)
+    started right after a barrier (CUDA events on GPU)."""
+    run = buf.launch if isinstance(buf, BucketBuffer) else (lambda: dist.all_reduce(buf))
     _barrier(backend, device)
     if backend == "nccl":
         start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        dist.all_reduce(buf)
+        run()
         stop.record()
         torch.cuda.synchronize(device)
         return start.elapsed_time(stop)
     t = time.perf_counter()
-    dist.all_reduce(buf)
+    run()
     return (time.perf_counter() - t) * 1000.0
 
 
@@ -143,7 +146,7 @@ def _sweep(sweep: Sweep, rank: int, world: int, device, backend: str, launch: La
         for it in range(sweep.warmup + sweep.iters):
             if it == 1 and i == 0:
                 _fault(launch, rank)
-            elapsed = _timed_allreduce(buf, backend, device)
+            elapsed = _timed_collective(buf, backend, device)
             if it >= sweep.warmup:
                 times.append(elapsed)
         slowest = _max_over_ranks(times, device, backend)
@@ -160,7 +163,7 @@ def _bare_loop(buffers, job: ReplayJob, device, backend: str) -> list[float]:
     for buf in buffers:
         times = []
         for it in range(job.warmup + job.iters):
-            elapsed = _timed_allreduce(buf, backend, device)
+            elapsed = _timed_collective(buf, backend, device)
             if it >= job.warmup:
                 times.append(elapsed)
         result.append(statistics.median(_max_over_ranks(times, device, backend)))
@@ -217,11 +220,7 @@ def _replay(job: ReplayJob, rank: int, world: int, device, backend: str, launch:
         previous = max(previous, b.ready_ms)
         launch_ms.append(previous)
     schedule = Schedule(tuple(launch_ms), job.inp.backward_end_ms, job.inp.update_ms)
-    buffers = []
-    for b in timeline.buckets:
-        dtype = DTYPES.get(b.dtype, torch.float32)
-        size = torch.tensor([], dtype=dtype).element_size()
-        buffers.append(torch.empty(max(1, math.ceil(b.nbytes / size)), dtype=dtype, device=device))
+    buffers = [BucketBuffer(b.nbytes, b.dtype, b.collective, world, device) for b in timeline.buckets]
     same_host = os.environ.get("LOCAL_WORLD_SIZE", str(world)) == str(world)
     step = CudaStep(buffers, device) if backend == "nccl" else CpuStep(buffers, same_host)
     iterations, verified = [], True
@@ -231,7 +230,7 @@ def _replay(job: ReplayJob, rank: int, world: int, device, backend: str, launch:
             _fault(launch, rank)
         fill(buffers, rank)
         times = step.run(schedule)
-        verified = verify(buffers, world) and verified
+        verified = verify(buffers) and verified
         if it >= job.warmup:
             iterations.append(times._asdict())
         if progress:
@@ -242,5 +241,5 @@ def _replay(job: ReplayJob, rank: int, world: int, device, backend: str, launch:
         "ranks": parts, "verified": ok, "cost": cost, "calibration": calibration,
         "plan": plan, "timeline": timeline, "device": _device_name(device), "backend": backend,
         "world": world, "baseline_ms": baseline,
-        "buffers": [{"dtype": str(b.dtype).replace("torch.", ""), "elements": b.numel()} for b in buffers],
+        "buffers": [b.describe() for b in buffers],
     })

@@ -114,3 +114,32 @@ def test_a_fifo_with_no_writer_does_not_block(tmp_path):
 def test_dev_zero_stops_at_once():
     assert_error(run("inspect", "/dev/zero"), "/dev/zero:1:", "binary")
     assert_error(run("plan-buckets", VGG, "--op-times", "/dev/zero"), "/dev/zero", "binary")
+
+
+def test_ignored_inputs_are_said(tmp_path):
+    plan = tmp_path / "plan.json"
+    assert run("plan-buckets", MLP, "--out", plan).exit_code == 0
+    result = run("replay", VGG, "--plan", plan, "--gpus", "2", "--dry-run", "--network", "10gbe")
+    assert result.exit_code == 0 and f"TRACE {VGG} is ignored" in result.stderr
+    result = run("plan-buckets", MLP, "--compare", "--chrome-trace", tmp_path / "t.json")
+    assert result.exit_code == 0 and "best predicted plan only" in result.stderr
+
+
+def test_calibration_sets_the_rank_count(tmp_path):
+    profile = tmp_path / "cal.json"
+    profile.write_text(json.dumps({
+        "format": "tracecli-calibration", "version": 1, "backend": "gloo", "device": "cpu",
+        "gpus": 4, "algorithm": "ring", "alpha_us": 50.0, "bandwidth_gbps": 1.0,
+        "fit": {"r2": 0.99, "mape_pct": 2.0}, "points": []}))
+    result = run("plan-buckets", MLP, "--calibration", profile, "--json")
+    assert result.exit_code == 0 and json.loads(result.stdout)["gpus"] == 4
+    result = run("plan-buckets", MLP, "--calibration", profile, "--gpus", "16", "--json")
+    assert json.loads(result.stdout)["gpus"] == 16 and "measured on 4 ranks" in result.stderr
+
+
+def test_one_rank_replay_is_refused_at_once():
+    import time
+
+    started = time.monotonic()
+    assert_error(run("replay", VGG, "--gpus", "1"), "tracecli replay", "--gpus", "1")
+    assert time.monotonic() - started < 5

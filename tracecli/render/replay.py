@@ -19,9 +19,9 @@ def replay_view(doc: dict, top: Optional[int] = None) -> Group:
     r, m, p = doc["replay"], doc["measured"], doc["predicted"]
     head = Text()
     head.append("Replay ", style="bold")
-    head.append(f"{doc['strategy']}: {len(doc['buckets'])} buckets on {r['ranks']} ranks, "
-                f"{r['backend']} on {r['device']}; {r['iters']} timed iterations after "
-                f"{r['warmup']} warm-up\n")
+    head.append(f"{doc['strategy']}: {plural(len(doc['buckets']), 'bucket')} on "
+                f"{plural(r['ranks'], 'rank')}, {r['backend']} on {r['device']}; "
+                f"{plural(r['iters'], 'timed iteration')} after {r['warmup']} warm-up\n")
     cm = doc["cost_model"]
     head.append(f"prediction: {cm['name']}: alpha {cm['alpha_us']:.2f} us, bus bandwidth "
                 f"{cm['bandwidth_gbps']:.3f} GB/s — {cm['source']}\n")
@@ -55,7 +55,7 @@ def replay_view(doc: dict, top: Optional[int] = None) -> Group:
 
 
 def calibration_view(doc: dict) -> Group:
-    table = new_table(f"all-reduce on {doc['gpus']} ranks ({doc['backend']}, {doc['device']})")
+    table = new_table(f"all-reduce on {plural(doc['gpus'], 'rank')} ({doc['backend']}, {doc['device']})")
     for col in ("bytes", "median ms", "model ms", "error", "bus GB/s"):
         table.add_column(col, justify="right")
     p = doc["gpus"]

@@ -129,14 +129,18 @@ def test_calibration_report_is_a_profile_plan_buckets_reads(tmp_path):
 
     from tracecli.planning import load_calibration
 
-    points = [{"bytes": n, "median_ms": 0.1 + n / 1e6, "times_ms": [0.1 + n / 1e6]}
-              for n in (4096, 1 << 20, 16 << 20)]
+    points = [{"bytes": n, "median_ms": 0.1 + n / 1e6 + 0.01, "mean_ms": 0.1 + n / 1e6,
+               "times_ms": [0.1 + n / 1e6]} for n in (4096, 1 << 20, 16 << 20)]
     doc = calibration_report({"points": points, "world": 2, "backend": "gloo", "device": "cpu"})
-    assert [p["predicted_ms"] for p in doc["points"]] == pytest.approx([p["median_ms"] for p in points])
+    assert [p["predicted_ms"] for p in doc["points"]] == pytest.approx([p["mean_ms"] for p in points])
     path = tmp_path / "p.json"
     path.write_text(json.dumps(doc))
     model = load_calibration(path)
     assert model.alpha_us == pytest.approx(50.0) and model.bandwidth_gbps == pytest.approx(1.0)
+    # the measured means answer for their sizes, log-log between, the line beyond
+    assert model.measured and model.time_ms(1 << 20) == pytest.approx(points[1]["mean_ms"])
+    assert model.basis(1 << 20) == "measured" and model.basis(2 << 20) == "interpolated"
+    assert model.time_ms(32 << 20) == pytest.approx(points[2]["mean_ms"] + (16 << 20) / 1e6)
 
 
 @pytest.mark.parametrize("visible,nccl,gpus,backend,expected", [

@@ -1,9 +1,16 @@
-"""The collective cost model (DESIGN 4.2): alpha-beta all-reduce time on p ranks.
+"""The collective cost model (DESIGN 4.2): alpha-beta all-reduce time on p ranks, or the
+measured times themselves.
 
 Ring: ``2(p-1)·a + 2(p-1)/p · n/B``; tree (NCCL's double binary tree):
 ``2·ceil(log2 p)·a + 2(p-1)/p · n/B``. ``B`` is the bus bandwidth as nccl-tests reports it
 (busbw = algbw·2(p-1)/p), so one figure serves every p. A per-bucket launch overhead is
 added to each collective.
+
+A model that carries measured ``points`` (a calibration's, on the same rank count) answers
+from them: a measured size is its measurement, a size between two is interpolated on
+log-log axes, and only beyond them does the alpha-beta line extrapolate, from the nearest
+measurement with the line's slope. alpha-beta remains the summary people read, and the
+linear cost the optimal plan's search uses.
 
 >>> m = CostModel("x", alpha_us=5.0, bandwidth_gbps=10.0, gpus=4)
 >>> round(m.time_ms(8_000_000), 4)   # 6 steps x 5 us + 1.5 x 0.8 ms
@@ -12,6 +19,7 @@ added to each collective.
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -27,6 +35,7 @@ ALGORITHMS = ("ring", "tree")
 MAX_ALPHA_US = 1e7  # 10 s a step: no interconnect is slower
 MIN_BANDWIDTH_GBPS = 1e-6  # 1 kB/s
 MAX_BANDWIDTH_GBPS = 1e6
+MIN_POINT_MS = 1e-6  # a nanosecond: no collective is faster
 CALIBRATION_FORMAT = "tracecli-calibration"
 
 
@@ -65,6 +74,9 @@ class CostModel:
     launch_us: float = 0.0
     source: str = ""
     fit: Optional[dict[str, Any]] = None  # quality of a fitted model: r2, mape_pct, points, sizes
+    points: tuple[tuple[int, float], ...] = ()  # measured (bytes, ms), ascending, on points_gpus
+    points_gpus: int = 0
+    queued_points: tuple[tuple[int, float], ...] = ()  # the same, started right behind another
 
     @property
     def latency_ms(self) -> float:
@@ -83,8 +95,38 @@ class CostModel:
             return 0.0
         return 2.0 * (p - 1) / p / (self.bandwidth_gbps * 1e9) * 1000.0
 
-    def time_ms(self, nbytes: int | float) -> float:
-        return self.latency_ms + self.ms_per_byte * nbytes
+    @property
+    def measured(self) -> bool:
+        """Whether times come from measured points (they were taken on this rank count)."""
+        return bool(self.points) and self.points_gpus == self.gpus
+
+    def time_ms(self, nbytes: int | float, queued: bool = False) -> float:
+        """ms of one all-reduce of ``nbytes``; ``queued``: started the moment the one before
+        it ended (a busy transport), where measured so."""
+        if not self.measured:
+            return self.latency_ms + self.ms_per_byte * nbytes
+        pts = self.queued_points if queued and self.queued_points else self.points
+        k = bisect.bisect_left(pts, (nbytes, -math.inf))
+        if k < len(pts) and pts[k][0] == nbytes:
+            return pts[k][1]
+        if k == 0:  # below the smallest: the line's slope from the first point, never below latency
+            return max(pts[0][1] - self.ms_per_byte * (pts[0][0] - nbytes), self.latency_ms, 0.0)
+        if k == len(pts):  # above the largest: the line's slope from the last point
+            return pts[-1][1] + self.ms_per_byte * (nbytes - pts[-1][0])
+        (n0, t0), (n1, t1) = pts[k - 1], pts[k]
+        if t0 <= 0 or t1 <= 0 or nbytes <= 0:
+            return t0 + (t1 - t0) * (nbytes - n0) / (n1 - n0)
+        w = math.log(nbytes / n0) / math.log(n1 / n0)
+        return math.exp(math.log(t0) + w * math.log(t1 / t0))
+
+    def basis(self, nbytes: int | float) -> str:
+        """Where ``time_ms(nbytes)`` comes from: measured, interpolated, extrapolated or model."""
+        if not self.measured:
+            return "model"
+        pts = self.points
+        if any(n == nbytes for n, _ in pts):
+            return "measured"
+        return "interpolated" if pts[0][0] < nbytes < pts[-1][0] else "extrapolated"
 
     def allgather_ms(self, nbytes: int | float) -> float:
         """A ring all-gather of ``nbytes`` from each rank: ``(p-1)·a + (p-1)·n/B`` (B the
@@ -101,6 +143,10 @@ class CostModel:
                "launch_us": self.launch_us, "source": self.source}
         if self.fit is not None:
             doc["fit"] = dict(self.fit)
+        if self.points:
+            doc["measured_sizes"] = [n for n, _ in self.points]
+            doc["measured_on_gpus"] = self.points_gpus
+            doc["uses_measurements"] = self.measured
         return doc
 
 
@@ -202,5 +248,33 @@ def load_calibration(path: str | Path) -> CostModel:
         and math.isfinite(r2) else ""
     source = (f"calibrated {str(doc.get('backend', '?'))[:40]} on {gpus} ranks "
               f"({str(doc.get('device', '?'))[:80]}){quality}")
+    points = _points(path, doc.get("points", []))
+    queued = _points(path, doc.get("points", []), "queued_mean_ms")
     return CostModel(f"calibration:{Path(path).name}", values["alpha_us"],
-                     values["bandwidth_gbps"], gpus, algorithm, 0.0, source)
+                     values["bandwidth_gbps"], gpus, algorithm, 0.0,
+                     source + (f"; {len(points)} measured sizes" if points else ""),
+                     points=points, points_gpus=gpus if points else 0,
+                     queued_points=queued if len(queued) == len(points) else ())
+
+
+def _points(path: str, raw, key: str = "mean_ms") -> tuple[tuple[int, float], ...]:
+    """A profile's measured sizes: (bytes, ms), from each point's ``key`` (``mean_ms``: the
+    trimmed mean; profiles without it: ``median_ms``). Checked, ascending, one per size."""
+    if not isinstance(raw, list) or len(raw) > 100_000:
+        raise CalibrationError(path, 1, "points must be a list of measured sizes")
+    found: dict[int, float] = {}
+    for k, p in enumerate(raw):
+        if not isinstance(p, dict):
+            raise CalibrationError(path, 1, f"point {k} must be an object with bytes and median_ms")
+        nbytes = p.get("bytes")
+        ms = p.get(key, p.get("median_ms")) if key == "mean_ms" else p.get(key)
+        if ms is None and key != "mean_ms":
+            continue
+        if isinstance(nbytes, bool) or not isinstance(nbytes, int) or not 0 < nbytes <= 1 << 50:
+            raise CalibrationError(path, 1, f"point {k}: bytes must be a positive integer")
+        if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not math.isfinite(ms) \
+                or not MIN_POINT_MS <= ms <= 1e7:
+            raise CalibrationError(path, 1, f"point {k}: its time must be a number of ms from "
+                                   f"{MIN_POINT_MS:g} to 1e7")
+        found[nbytes] = float(ms)
+    return tuple(sorted(found.items()))

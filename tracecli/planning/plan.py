@@ -95,6 +95,8 @@ class BucketPlan:
                     "end_ms": b.end_ms,
                     "duration_ms": b.duration_ms,
                     "collective": b.collective,
+                    **({"cost_basis": self.cost.basis(b.nbytes)}
+                       if self.cost.points and b.collective == "allreduce" and not self.measured else {}),
                 }
                 for b in t.buckets
             ],

@@ -1,7 +1,8 @@
 """The predicted timeline of a bucket plan (DESIGN 4.3).
 
 Backward ops run one after another; buckets go in bucket order on one channel: bucket k
-starts at ``max(its last gradient ready, end of bucket k-1)`` and lasts ``T(bytes_k)``.
+starts at ``max(its last gradient ready, end of bucket k-1)`` and lasts ``T(bytes_k)``
+(a cost model that measured it so: ``T`` of a bucket that waited for the one before it).
 Iteration = ``max(backward end, last bucket end) + update``; exposed communication =
 iteration - compute. All times are ms from the start of the step (forward included).
 """
@@ -66,7 +67,9 @@ def simulate(grads: Sequence[Grad], grouping: Grouping, cost: CostModel, forward
             ready = max(ready, grouping.not_before[k])
         start = max(ready, channel_free)
         collective = grouping.collectives[k] if grouping.collectives else ALLREDUCE
-        end = start + (cost.allgather_ms(nbytes) if collective == ALLGATHER else cost.time_ms(nbytes))
+        queued = k > 0 and ready <= channel_free  # the transport is still busy with the last
+        end = start + (cost.allgather_ms(nbytes) if collective == ALLGATHER
+                       else cost.time_ms(nbytes, queued))
         timings.append(BucketTiming(k, tuple(members), nbytes, _dtype(grads, members), ready,
                                     start, end, collective))
         channel_free = end

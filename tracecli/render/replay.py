@@ -56,17 +56,20 @@ def replay_view(doc: dict, top: Optional[int] = None) -> Group:
 
 def calibration_view(doc: dict) -> Group:
     table = new_table(f"all-reduce on {plural(doc['gpus'], 'rank')} ({doc['backend']}, {doc['device']})")
-    for col in ("bytes", "median ms", "model ms", "error", "bus GB/s"):
+    for col in ("bytes", "mean ms", "median ms", "line ms", "line error", "bus GB/s"):
         table.add_column(col, justify="right")
     p = doc["gpus"]
     for pt in doc["points"]:
-        err = 100.0 * (pt["predicted_ms"] - pt["median_ms"]) / pt["median_ms"]
-        busbw = pt["bytes"] / (pt["median_ms"] / 1000.0) * 2 * (p - 1) / p / 1e9
-        table.add_row(format_size(pt["bytes"]), _ms(pt["median_ms"]), _ms(pt["predicted_ms"]),
-                      f"{err:+.1f}%", f"{busbw:.3f}")
+        mean = pt.get("mean_ms", pt["median_ms"])
+        err = 100.0 * (pt["predicted_ms"] - mean) / mean
+        busbw = pt["bytes"] / (mean / 1000.0) * 2 * (p - 1) / p / 1e9
+        table.add_row(format_size(pt["bytes"]), _ms(mean), _ms(pt["median_ms"]),
+                      _ms(pt["predicted_ms"]), f"{err:+.1f}%", f"{busbw:.3f}")
     fit = doc["fit"]
     text = Text(f"fit: alpha {doc['alpha_us']:.2f} us per step, bus bandwidth "
-                f"{doc['bandwidth_gbps']:.3f} GB/s; R² {fit['r2']:.4f}, MAPE {fit['mape_pct']:.1f}%")
+                f"{doc['bandwidth_gbps']:.3f} GB/s; R² {fit['r2']:.4f}, MAPE {fit['mape_pct']:.1f}%\n"
+                "predictions use the measured means at these sizes (log-log between them); the "
+                "line only beyond them")
     if fit.get("poor"):
         text.append("\npoor fit: the alpha-beta model does not explain these timings well; "
                     "predictions from it are rough", style="bold yellow")

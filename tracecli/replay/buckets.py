@@ -53,6 +53,7 @@ class BucketBuffer:
                        if collective == ALLGATHER else None)
         self.collective = collective
         self.world = world
+        self.nbytes = self.input.numel() * self.input.element_size()
 
     def launch(self, group=None, async_op: bool = False):
         """Run (or with ``async_op``, start) the bucket's collective."""

@@ -26,11 +26,16 @@ __all__ = ["Schedule", "StepTimes", "CpuStep", "CudaStep", "fill", "verify"]
 
 
 class Schedule(NamedTuple):
-    """When to launch each bucket (ms from step start, non-decreasing) and compute end."""
+    """When to launch each bucket (ms from step start, non-decreasing) and compute end;
+    ``buckets``: which buffers, in launch order (default: all, in order)."""
 
     launch_ms: tuple[float, ...]
     compute_end_ms: float
     update_ms: float
+    buckets: tuple[int, ...] = ()
+
+    def order(self) -> tuple[int, ...]:
+        return self.buckets or tuple(range(len(self.launch_ms)))
 
 
 class StepTimes(NamedTuple):
@@ -97,7 +102,8 @@ class CpuStep:
         return t0
 
     def run(self, schedule: Schedule) -> StepTimes:
-        n = len(self.buffers)
+        order = schedule.order()
+        n = len(order)
         launched = queue.Queue()
         starts: list = [None] * n
         ends: list = [None] * n
@@ -106,10 +112,10 @@ class CpuStep:
         def channel(t0: float) -> None:
             try:
                 for _ in range(n):
-                    k = launched.get()
-                    starts[k] = _now_ms() - t0
-                    self.buffers[k].launch(self.group)
-                    ends[k] = _now_ms() - t0
+                    j = launched.get()
+                    starts[j] = _now_ms() - t0
+                    self.buffers[order[j]].launch(self.group)
+                    ends[j] = _now_ms() - t0
             except BaseException as exc:  # noqa: BLE001 - re-raised on the main thread
                 failure.append(exc)
 
@@ -117,10 +123,10 @@ class CpuStep:
         comm = threading.Thread(target=channel, args=(t0,), daemon=True)
         comm.start()
         launches = []
-        for k, at in enumerate(schedule.launch_ms):
+        for j, at in enumerate(schedule.launch_ms):
             wait_until(t0 + at)
             launches.append(_now_ms() - t0)
-            launched.put(k)
+            launched.put(j)
         wait_until(t0 + schedule.compute_end_ms)
         comm.join()
         if failure:
@@ -158,21 +164,22 @@ class CudaStep:
     def run(self, schedule: Schedule) -> StepTimes:
         event = partial(torch.cuda.Event, enable_timing=True)
         start, compute_end, stop = event(), event(), event()
-        ready = [event() for _ in self.buffers]
-        ends = [event() for _ in self.buffers]
+        order = schedule.order()
+        ready = [event() for _ in order]
+        ends = [event() for _ in order]
         dist.barrier(group=self.group, device_ids=[self.device.index])
         torch.cuda.synchronize(self.device)
         start.record()
         clock = 0.0
         works = []
-        for k, at in enumerate(schedule.launch_ms):
+        for j, at in enumerate(schedule.launch_ms):
             self._spin(at - clock)
             clock = max(clock, at)
-            ready[k].record()
-            work = self.buffers[k].launch(self.group, async_op=True)
+            ready[j].record()
+            work = self.buffers[order[j]].launch(self.group, async_op=True)
             with torch.cuda.stream(self.side):
                 work.wait()  # the side stream waits for this bucket; compute goes on
-                ends[k].record(self.side)
+                ends[j].record(self.side)
             works.append(work)
         self._spin(schedule.compute_end_ms - clock)
         compute_end.record()

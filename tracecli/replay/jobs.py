@@ -84,6 +84,7 @@ class ReplayJob:
     fixed: Optional[FixedPlan] = None
     sweep: Sweep = field(default_factory=lambda: Sweep(points=6, warmup=1, iters=5))
     baseline: bool = False  # also time a bare all-reduce loop over the same buffers
+    calibration_budget_s: float = 8.0  # in-place calibration: rounds beyond 5 while this lasts
 
     def plan(self, cost: CostModel) -> BucketPlan:
         """The plan to replay, predicted under ``cost`` (pure: every rank computes the same)."""

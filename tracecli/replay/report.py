@@ -85,7 +85,7 @@ def replay_report(job: ReplayJob, payload: dict[str, Any]) -> dict[str, Any]:
 def calibration_report(payload: dict[str, Any]) -> dict[str, Any]:
     points = payload["points"]
     world = payload["world"]
-    fit = fit_ring([(p["bytes"], p["median_ms"]) for p in points], world)
+    fit = fit_ring([(p["bytes"], p["mean_ms"]) for p in points], world)
     rows = [{**p, "predicted_ms": fit.latency_ms + fit.ms_per_byte * p["bytes"]} for p in points]
     doc = calibration_doc(payload["backend"], world, "ring", fit.alpha_us, fit.bandwidth_gbps,
                           fit.r2, fit.mape_pct, rows, payload["device"])

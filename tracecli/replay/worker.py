@@ -19,8 +19,10 @@ import torch
 import torch.distributed as dist
 
 from ..planning.costmodel import CostModel
+from ..planning.base import ALLREDUCE
 from .buckets import BucketBuffer
 from .emulator import CpuStep, CudaStep, Schedule, fill, verify
+from .measure import GAP_MS, measure
 from ..planning.fit import fit_ring
 from .jobs import CalibrationJob, Launch, ReplayJob, Sweep
 
@@ -99,7 +101,7 @@ def run_rank(rank: int, world: int, local_rank: int, backend: str, job, launch: 
                             **({"device_id": device} if backend == "nccl" else {}))
     try:
         if isinstance(job, CalibrationJob):
-            points = _sweep(job.sweep, rank, world, device, backend, launch, progress)
+            points = _calibrate(job.sweep, rank, world, device, backend, launch, progress)
             return _gather({"points": points}, rank, world, lambda parts: {
                 "points": parts[0]["points"], "device": _device_name(device), "backend": backend,
                 "world": world})
@@ -135,26 +137,25 @@ def _timed_collective(buf, backend: str, device) -> float:
     return (time.perf_counter() - t) * 1000.0
 
 
-def _sweep(sweep: Sweep, rank: int, world: int, device, backend: str, launch: Launch,
-           progress: Progress) -> list[dict]:
-    """Time all-reduce at each size: the slowest rank's time per run, median over runs."""
-    sizes = sweep.sizes()
-    results = []
-    for i, size in enumerate(sizes):
-        buf = torch.ones(max(1, size // 4), dtype=torch.float32, device=device)
-        times = []
-        for it in range(sweep.warmup + sweep.iters):
-            if it == 1 and i == 0:
-                _fault(launch, rank)
-            elapsed = _timed_collective(buf, backend, device)
-            if it >= sweep.warmup:
-                times.append(elapsed)
-        slowest = _max_over_ranks(times, device, backend)
-        results.append({"bytes": buf.numel() * 4, "times_ms": slowest,
-                        "median_ms": statistics.median(slowest)})
-        if progress:
-            progress("calibrate", i + 1, len(sizes))
-    return results
+def _step(buffers, device, backend: str, world: int):
+    """The emulator a replay runs its buckets with (and calibration measures them with)."""
+    if backend == "nccl":
+        return CudaStep(buffers, device)
+    return CpuStep(buffers, os.environ.get("LOCAL_WORLD_SIZE", str(world)) == str(world))
+
+
+def _sweep_buffers(sizes, world: int, device) -> list[BucketBuffer]:
+    return [BucketBuffer(size, "float32", ALLREDUCE, world, device) for size in sizes]
+
+
+def _calibrate(sweep: Sweep, rank: int, world: int, device, backend: str, launch: Launch,
+               progress: Progress) -> list[dict]:
+    """``calibrate``: every sweep size timed in a replay's conditions (see :mod:`.measure`)."""
+    buffers = _sweep_buffers(sweep.sizes(), world, device)
+    return measure(lambda pool: _step(pool, device, backend, world), buffers, range(len(buffers)),
+                   rank, device, sweep.iters, sweep.warmup,
+                   before_round=lambda r: _fault(launch, rank) if r == 1 else None,
+                   on_round=(lambda done, total: progress("calibrate", done, total)) if progress else None)
 
 
 def _bare_loop(buffers, job: ReplayJob, device, backend: str) -> list[float]:
@@ -198,22 +199,67 @@ def _gather(obj: Any, rank: int, world: int, combine) -> Optional[dict]:
                     for p, s in zip(parts, sizes)])
 
 
+def _model(points: list[dict], world: int, backend: str, what: str) -> tuple[CostModel, dict]:
+    """The cost model of measured points: their times, and alpha-beta fitted to them."""
+    fit = fit_ring([(p["bytes"], p["mean_ms"]) for p in points], world)
+    measured = tuple(sorted({p["bytes"]: p["mean_ms"] for p in points}.items()))
+    queued = tuple(sorted({p["bytes"]: p["queued_mean_ms"] for p in points
+                           if p.get("queued_mean_ms") is not None}.items()))
+    model = CostModel(f"in-place calibration ({backend})", fit.alpha_us, fit.bandwidth_gbps, world,
+                      "ring", 0.0, f"measured before the replay: {what}; alpha-beta R²={fit.r2:.4f}, "
+                      f"MAPE {fit.mape_pct:.1f}%", points=measured, points_gpus=world,
+                      queued_points=queued)
+    quality = {"alpha_us": fit.alpha_us, "bandwidth_gbps": fit.bandwidth_gbps, "r2": fit.r2,
+               "mape_pct": fit.mape_pct, "poor": fit.poor}
+    return model, quality
+
+
+def _calibrate_in_place(job: ReplayJob, rank: int, world: int, device, backend: str,
+                        launch: Launch, progress: Progress):
+    """The replay's own cost model: the plan's bucket sizes measured on the replay's own
+    buffers, interleaved with a sweep (for the line and for sizes between), in the replay's
+    conditions. A sweep alone first gives the plan a provisional model; a plan whose bucket
+    sizes change under the measured model (optimal) has the new sizes measured too."""
+    report = (lambda done, total: progress("calibrate", done, total)) if progress else None
+    sweep = _sweep_buffers(job.sweep.sizes(), world, device)
+    make = lambda pool: _step(pool, device, backend, world)  # noqa: E731
+    first = measure(make, sweep, range(len(sweep)), rank, device, rounds=2, warmup=1,
+                    before_round=lambda r: _fault(launch, rank) if r == 1 else None)
+    cost, _ = _model(first, world, backend, "a sweep")
+    points: dict[int, dict] = {}
+    plan = job.plan(cost)
+    for _ in range(2):
+        buffers = [BucketBuffer(b.nbytes, b.dtype, b.collective, world, device) for b in plan.buckets]
+        wanted = [k for k, b in enumerate(buffers) if b.collective == ALLREDUCE and b.nbytes not in points]
+        if not wanted and points:
+            break
+        chosen = {buffers[k].nbytes: buffers[k] for k in wanted}  # one buffer a size
+        pool = [chosen[n] for n in sorted(chosen)] + [b for b in sweep if b.nbytes not in points]
+        for p in measure(make, pool, range(len(pool)), rank, device, rounds=5, warmup=1,
+                         budget_s=job.calibration_budget_s, on_round=report):
+            points[p["bytes"]] = p
+        cost, quality = _model(list(points.values()), world, backend,
+                               f"{len(chosen)} bucket sizes of the plan and {len(sweep)} sweep sizes")
+        plan = job.plan(cost)
+    cost, quality = _model(list(points.values()), world, backend,
+                           f"the plan's bucket sizes and {len(sweep)} sweep sizes")
+    plan = job.plan(cost)
+    calibration = {"points": sorted(points.values(), key=lambda p: p["bytes"]), **quality,
+                   "conditions": "each size launched from the replay's communication path, alone "
+                                 f"after {GAP_MS:g} ms idle and queued right behind another; sizes "
+                                 "interleaved; slowest rank per run, 10%-trimmed mean per size"}
+    return cost, plan, calibration
+
+
 def _replay(job: ReplayJob, rank: int, world: int, device, backend: str, launch: Launch,
             progress: Progress) -> Optional[dict]:
     calibration = None
-    cost = job.cost
-    if cost is None:  # a short calibration over the range of this plan's bucket sizes
-        points = _sweep(job.sweep, rank, world, device, backend, launch, progress)
-        fit = fit_ring([(p["bytes"], p["median_ms"]) for p in points], world)
-        cost = CostModel(f"in-place calibration ({backend})", fit.alpha_us, fit.bandwidth_gbps,
-                         world, "ring", 0.0,
-                         f"measured before the replay: {len(points)} sizes, R²={fit.r2:.4f}, "
-                         f"MAPE {fit.mape_pct:.1f}%")
-        calibration = {"points": points, "alpha_us": fit.alpha_us,
-                       "bandwidth_gbps": fit.bandwidth_gbps, "r2": fit.r2, "mape_pct": fit.mape_pct,
-                       "poor": fit.poor}
-    # every rank computes the same plan from the same inputs: pure, deterministic functions
-    plan = job.plan(cost)
+    if job.cost is None:
+        cost, plan, calibration = _calibrate_in_place(job, rank, world, device, backend, launch,
+                                                      progress)
+    else:  # every rank computes the same plan from the same inputs: pure functions
+        cost = job.cost
+        plan = job.plan(cost)
     timeline = plan.timeline
     launch_ms, previous = [], 0.0
     for b in timeline.buckets:
@@ -221,12 +267,11 @@ def _replay(job: ReplayJob, rank: int, world: int, device, backend: str, launch:
         launch_ms.append(previous)
     schedule = Schedule(tuple(launch_ms), job.inp.backward_end_ms, job.inp.update_ms)
     buffers = [BucketBuffer(b.nbytes, b.dtype, b.collective, world, device) for b in timeline.buckets]
-    same_host = os.environ.get("LOCAL_WORLD_SIZE", str(world)) == str(world)
-    step = CudaStep(buffers, device) if backend == "nccl" else CpuStep(buffers, same_host)
+    step = _step(buffers, device, backend, world)
     iterations, verified = [], True
     total = job.warmup + job.iters
     for it in range(total):
-        if it == 1:
+        if it == 1 and job.cost is not None:
             _fault(launch, rank)
         fill(buffers, rank)
         times = step.run(schedule)
@@ -240,6 +285,5 @@ def _replay(job: ReplayJob, rank: int, world: int, device, backend: str, launch:
     return _gather({"rank": rank, "iterations": iterations}, rank, world, lambda parts: {
         "ranks": parts, "verified": ok, "cost": cost, "calibration": calibration,
         "plan": plan, "timeline": timeline, "device": _device_name(device), "backend": backend,
-        "world": world, "baseline_ms": baseline,
-        "buffers": [b.describe() for b in buffers],
+        "world": world, "baseline_ms": baseline, "buffers": [b.describe() for b in buffers],
     })

@@ -1,0 +1,113 @@
+"""Timing collectives the way a replay runs them, for calibration.
+
+A bare loop (barrier, all-reduce, repeat) measures something else than a replay does:
+after a barrier the ranks leave at different instants; back-to-back runs keep the
+transport's threads hot; a fresh buffer pays its first touch. Measured on this project's
+2-core CPU machine, interleaved, 120 rounds of 4 MiB on 2 gloo ranks: back-to-back 4.5 ms,
+after an idle gap 5.2-5.5 ms, a first-touched buffer 7.5 ms (README, issue notes).
+
+So each size here is timed as the replay runs its buckets: the buffer refilled (touched)
+first, its collective launched through the step's own communication path at an instant
+all ranks share, after an idle gap; the sizes interleaved round by round so that drift in
+the machine's state hits every size alike. Per size, per run, the slowest rank's time;
+per size, the 10%-trimmed mean (iteration times add bucket times, and means add where
+medians do not), with the median and every run kept.
+
+A bucket that waits for the one before it starts on a transport that is still busy, and
+runs faster than one launched alone after idle (4 ranks on 2 cores: 20-40% faster for
+tens of MiB). So each round also times every size *queued*: all launched at once behind a
+4-byte collective, each timed from when the channel took it; both figures are kept and
+the timeline uses the one that matches how a bucket starts.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Callable, Optional, Sequence
+
+import torch
+import torch.distributed as dist
+
+from ..planning.base import ALLREDUCE
+from .buckets import BucketBuffer
+from .emulator import Schedule
+
+__all__ = ["measure", "trimmed_mean", "GAP_MS"]
+
+GAP_MS = 2.0  # idle before each launch, as a bucket's wait for its last gradient
+
+
+def trimmed_mean(values: Sequence[float], cut: float = 0.1) -> float:
+    """The mean without the ``cut`` share of lowest and of highest values.
+
+    >>> trimmed_mean([1.0, 2.0, 3.0, 4.0, 100.0, 5.0, 6.0, 7.0, 8.0, 9.0])
+    5.5
+    """
+    ordered = sorted(values)
+    k = int(len(ordered) * cut)
+    kept = ordered[k:len(ordered) - k] or ordered
+    return statistics.fmean(kept)
+
+
+def _slowest(values: list[float], device) -> list[float]:
+    t = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return [float(v) for v in t.cpu()]
+
+
+def measure(make_step, buffers, indices: Sequence[int], rank: int, device, rounds: int,
+            warmup: int = 1, budget_s: Optional[float] = None, max_rounds: int = 30,
+            on_round: Optional[Callable[[int, int], None]] = None,
+            before_round: Optional[Callable[[int], None]] = None) -> list[dict]:
+    """Time each of ``buffers[k]`` for k in ``indices`` (see the module's docstring), with
+    ``make_step(buffers)`` the emulator the replay uses.
+
+    ``rounds`` timed rounds after ``warmup``; with ``budget_s``, as many more rounds (up to
+    ``max_rounds``) as fit in that many seconds after the first, agreed by all ranks.
+    Returns per index, in order: ``{"bytes", "times_ms", "median_ms", "mean_ms",
+    "queued_times_ms", "queued_median_ms", "queued_mean_ms"}``.
+    """
+    lead = BucketBuffer(4, "float32", ALLREDUCE, buffers[indices[0]].world, device)
+    pool = list(buffers) + [lead]
+    step = make_step(pool)
+    samples: dict[int, list[float]] = {k: [] for k in indices}
+    queued: dict[int, list[float]] = {k: [] for k in indices}
+    total = warmup + rounds
+    r = 0
+    while r < total:
+        if before_round is not None:
+            before_round(r)
+        started = time.perf_counter()
+        shift = r % max(1, len(indices))
+        order = list(indices[shift:]) + list(indices[:shift])
+        for k in order:  # alone, after idle
+            buffers[k].fill(rank)
+            times = step.run(Schedule((GAP_MS,), GAP_MS, 0.0, (k,)))
+            if r >= warmup:
+                samples[k].append(times.end_ms[0] - times.start_ms[0])
+        for k in order:  # queued: all at once, behind a 4-byte collective
+            buffers[k].fill(rank)
+        times = step.run(Schedule((GAP_MS,) * (len(order) + 1), GAP_MS, 0.0,
+                                  (len(pool) - 1, *order)))
+        if r >= warmup:
+            for j, k in enumerate(order, 1):
+                queued[k].append(times.end_ms[j] - times.start_ms[j])
+        if budget_s is not None and r == warmup:  # every rank agrees on the slowest round
+            per_round = _slowest([time.perf_counter() - started], device)[0]
+            extra = int(budget_s / max(per_round, 1e-3))
+            total = max(total, min(warmup + max_rounds, warmup + 1 + extra))
+        r += 1
+        if on_round is not None:
+            on_round(r, total)
+    flat = _slowest([t for k in indices for t in samples[k] + queued[k]], device)
+    result, at = [], 0
+    for k in indices:
+        n = len(samples[k])
+        times, waited = flat[at:at + n], flat[at + n:at + 2 * n]
+        at += 2 * n
+        result.append({"bytes": buffers[k].nbytes, "times_ms": times,
+                       "median_ms": statistics.median(times), "mean_ms": trimmed_mean(times),
+                       "queued_times_ms": waited, "queued_median_ms": statistics.median(waited),
+                       "queued_mean_ms": trimmed_mean(waited)})
+    return result

@@ -178,3 +178,41 @@ def test_forced_nccl_with_too_few_gpus(monkeypatch):
     monkeypatch.setattr(dist, "is_nccl_available", lambda: True)
     with pytest.raises(ReplayUnavailableError, match="needs 4 CUDA devices on this node, 2 visible"):
         resolve_backend(Launch(4, "nccl"))
+
+
+def test_measured_model_queued_curve_and_timeline():
+    from tracecli.planning.base import Grouping
+    from tracecli.planning.costmodel import CostModel, monotone
+    from tracecli.planning.timeline import simulate
+
+    alone = ((1 << 20, 2.0), (8 << 20, 10.0))
+    queued = ((1 << 20, 1.0), (8 << 20, 8.0))
+    model = CostModel("m", 100.0, 1.0, 2, points=alone, points_gpus=2, queued_points=queued)
+    assert model.time_ms(1 << 20) == 2.0 and model.time_ms(1 << 20, queued=True) == 1.0
+    grads = [Grad("a", 1 << 20, "float32", 1 << 18, 0.0, 0), Grad("b", 1 << 20, "float32", 1 << 18, 0.5, 1),
+             Grad("c", 8 << 20, "float32", 1 << 21, 50.0, 2)]
+    t = simulate(grads, Grouping([(0,), (1,), (2,)]), model, 0.0, 60.0)
+    # a: alone after idle; b: ready while a runs, so queued; c: ready long after, alone again
+    assert [b.duration_ms for b in t.buckets] == [2.0, 1.0, 10.0]
+    assert monotone([(1, 3.0), (2, 1.0)]) == ((1, 2.0), (2, 2.0))
+    # other rank counts fall back to the line
+    from dataclasses import replace
+    assert not replace(model, gpus=4).measured
+
+
+def test_profile_points_drive_plan_buckets(tmp_path):
+    import json
+    from test_cli import run
+    from conftest import VGG
+
+    points = [{"bytes": n, "median_ms": t, "mean_ms": t, "queued_mean_ms": t * 0.8, "times_ms": [t]}
+              for n, t in ((1 << 20, 1.0), (64 << 20, 40.0), (512 << 20, 300.0))]
+    doc = calibration_report({"points": points, "world": 2, "backend": "gloo", "device": "cpu"})
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps(doc))
+    plan = json.loads(run("plan-buckets", VGG, "--calibration", path, "--strategy", "size",
+                          "--max-bytes", "64MiB", "--json").stdout)
+    assert plan["gpus"] == 2 and plan["cost_model"]["uses_measurements"] is True
+    assert plan["cost_model"]["measured_sizes"] == [1 << 20, 64 << 20, 512 << 20]
+    assert {b["cost_basis"] for b in plan["buckets"]} <= {"measured", "interpolated", "extrapolated"}
+    assert "cost_basis" in plan["buckets"][0]

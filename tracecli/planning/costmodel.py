@@ -9,8 +9,9 @@ added to each collective.
 A model that carries measured ``points`` (a calibration's, on the same rank count) answers
 from them: a measured size is its measurement, a size between two is interpolated on
 log-log axes, and only beyond them does the alpha-beta line extrapolate, from the nearest
-measurement with the line's slope. alpha-beta remains the summary people read, and the
-linear cost the optimal plan's search uses.
+measurement with the line's slope. The measured times are first made non-decreasing in size
+(a dip is noise). alpha-beta remains the summary people read, and the linear cost the
+optimal plan's search uses.
 
 >>> m = CostModel("x", alpha_us=5.0, bandwidth_gbps=10.0, gpus=4)
 >>> round(m.time_ms(8_000_000), 4)   # 6 steps x 5 us + 1.5 x 0.8 ms
@@ -28,7 +29,7 @@ from typing import Any, Optional
 from ..errors import CalibrationError, PlanError
 from ..jsonfile import read_json
 
-__all__ = ["CostModel", "Network", "NETWORKS", "ALGORITHMS", "resolve_cost_model", "replace_gpus",
+__all__ = ["monotone", "CostModel", "Network", "NETWORKS", "ALGORITHMS", "resolve_cost_model", "replace_gpus",
            "load_calibration", "calibration_doc", "CALIBRATION_FORMAT"]
 
 ALGORITHMS = ("ring", "tree")
@@ -257,6 +258,28 @@ def load_calibration(path: str | Path) -> CostModel:
                      queued_points=queued if len(queued) == len(points) else ())
 
 
+def monotone(points) -> tuple[tuple[int, float], ...]:
+    """Measured ``(bytes, ms)`` made non-decreasing in size (pool-adjacent-violators): a
+    collective cannot get faster as it grows, so a dip is noise, and neighbouring sizes
+    share their evidence instead.
+
+    >>> monotone([(1, 1.0), (2, 3.0), (3, 2.0), (4, 5.0)])
+    ((1, 1.0), (2, 2.5), (3, 2.5), (4, 5.0))
+    """
+    ordered = sorted(points)
+    blocks: list[list] = []  # [total, count, first index]
+    for i, (_, t) in enumerate(ordered):
+        blocks.append([t, 1, i])
+        while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] > blocks[-1][0] / blocks[-1][1]:
+            total, count, _ = blocks.pop()
+            blocks[-1][0] += total
+            blocks[-1][1] += count
+    values = []
+    for total, count, _ in blocks:
+        values += [total / count] * count
+    return tuple((n, v) for (n, _), v in zip(ordered, values))
+
+
 def _points(path: str, raw, key: str = "mean_ms") -> tuple[tuple[int, float], ...]:
     """A profile's measured sizes: (bytes, ms), from each point's ``key`` (``mean_ms``: the
     trimmed mean; profiles without it: ``median_ms``). Checked, ascending, one per size."""
@@ -277,4 +300,4 @@ def _points(path: str, raw, key: str = "mean_ms") -> tuple[tuple[int, float], ..
             raise CalibrationError(path, 1, f"point {k}: its time must be a number of ms from "
                                    f"{MIN_POINT_MS:g} to 1e7")
         found[nbytes] = float(ms)
-    return tuple(sorted(found.items()))
+    return monotone(found.items())

@@ -16,10 +16,22 @@ from typing import NamedTuple, Sequence
 
 from ..errors import CalibrationError
 
-__all__ = ["RingFit", "fit_ring", "POOR_FIT_R2", "POOR_FIT_MAPE"]
+__all__ = ["RingFit", "fit_ring", "trimmed_mean", "POOR_FIT_R2", "POOR_FIT_MAPE"]
 
 POOR_FIT_R2 = 0.95
 POOR_FIT_MAPE = 20.0
+
+
+def trimmed_mean(values: Sequence[float], cut: float = 0.1) -> float:
+    """The mean without the ``cut`` share of lowest and of highest values.
+
+    >>> trimmed_mean([1.0, 2.0, 3.0, 4.0, 100.0, 5.0, 6.0, 7.0, 8.0, 9.0])
+    5.5
+    """
+    ordered = sorted(values)
+    k = int(len(ordered) * cut)
+    kept = ordered[k:len(ordered) - k] or ordered
+    return sum(kept) / len(kept)
 
 
 class RingFit(NamedTuple):

@@ -31,23 +31,12 @@ import torch.distributed as dist
 
 from ..planning.base import ALLREDUCE
 from .buckets import BucketBuffer
+from ..planning.fit import trimmed_mean
 from .emulator import Schedule
 
-__all__ = ["measure", "trimmed_mean", "GAP_MS"]
+__all__ = ["measure", "GAP_MS"]
 
 GAP_MS = 2.0  # idle before each launch, as a bucket's wait for its last gradient
-
-
-def trimmed_mean(values: Sequence[float], cut: float = 0.1) -> float:
-    """The mean without the ``cut`` share of lowest and of highest values.
-
-    >>> trimmed_mean([1.0, 2.0, 3.0, 4.0, 100.0, 5.0, 6.0, 7.0, 8.0, 9.0])
-    5.5
-    """
-    ordered = sorted(values)
-    k = int(len(ordered) * cut)
-    kept = ordered[k:len(ordered) - k] or ordered
-    return statistics.fmean(kept)
 
 
 def _slowest(values: list[float], device) -> list[float]:

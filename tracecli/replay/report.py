@@ -7,7 +7,7 @@ from typing import Any
 
 from ..planning.costmodel import calibration_doc
 from ..render.jsonout import plan_doc
-from ..planning.fit import fit_ring
+from ..planning.fit import fit_ring, trimmed_mean
 from .jobs import ReplayJob
 
 __all__ = ["replay_report", "calibration_report", "percentile"]
@@ -48,7 +48,8 @@ def replay_report(job: ReplayJob, payload: dict[str, Any]) -> dict[str, Any]:
         duration = [e - s for s, e in zip(start, end)]
         buckets.append({"index": k, "ready_ms": statistics.median(launch),
                         "start_ms": statistics.median(start), "end_ms": statistics.median(end),
-                        "duration_ms": statistics.median(duration)})
+                        "duration_ms": statistics.median(duration),
+                        "mean_duration_ms": trimmed_mean(duration)})
     median = statistics.median(iterations)
     predicted = timeline.iteration_ms
     doc["measured"] = {
@@ -67,7 +68,8 @@ def replay_report(job: ReplayJob, payload: dict[str, Any]) -> dict[str, Any]:
     doc["error_pct"] = 100.0 * (median - predicted) / predicted if predicted else None
     for b, m in zip(doc["buckets"], buckets):
         b["measured"] = {key: m[key] for key in ("ready_ms", "start_ms", "end_ms", "duration_ms",
-                                                 "bare_allreduce_ms", "overhead_pct") if key in m}
+                                                 "mean_duration_ms", "bare_allreduce_ms",
+                                                 "overhead_pct") if key in m}
     doc["replay"] = {
         "backend": payload["backend"],
         "device": payload["device"],

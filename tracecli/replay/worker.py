@@ -18,7 +18,7 @@ from typing import Any, Callable, Optional
 import torch
 import torch.distributed as dist
 
-from ..planning.costmodel import CostModel
+from ..planning.costmodel import CostModel, monotone
 from ..planning.base import ALLREDUCE
 from .buckets import BucketBuffer
 from .emulator import CpuStep, CudaStep, Schedule, fill, verify
@@ -202,9 +202,9 @@ def _gather(obj: Any, rank: int, world: int, combine) -> Optional[dict]:
 def _model(points: list[dict], world: int, backend: str, what: str) -> tuple[CostModel, dict]:
     """The cost model of measured points: their times, and alpha-beta fitted to them."""
     fit = fit_ring([(p["bytes"], p["mean_ms"]) for p in points], world)
-    measured = tuple(sorted({p["bytes"]: p["mean_ms"] for p in points}.items()))
-    queued = tuple(sorted({p["bytes"]: p["queued_mean_ms"] for p in points
-                           if p.get("queued_mean_ms") is not None}.items()))
+    measured = monotone({p["bytes"]: p["mean_ms"] for p in points}.items())
+    queued = monotone({p["bytes"]: p["queued_mean_ms"] for p in points
+                       if p.get("queued_mean_ms") is not None}.items())
     model = CostModel(f"in-place calibration ({backend})", fit.alpha_us, fit.bandwidth_gbps, world,
                       "ring", 0.0, f"measured before the replay: {what}; alpha-beta R²={fit.r2:.4f}, "
                       f"MAPE {fit.mape_pct:.1f}%", points=measured, points_gpus=world,

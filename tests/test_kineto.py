@@ -197,6 +197,11 @@ def test_cost_model_fitted_to_the_trace_unless_given():
     doc = json.loads(run("plan-buckets", KINETO / "mlp_cap1.json.gz", "--json").stdout)
     assert doc["cost_model"]["name"] == "trace" and doc["cost_model"]["fit"]["points"] == 6
     assert doc["gpus"] == 2  # the trace's world size
+    torch_sizes = answers("mlp_cap1")["ddp"]["rebuilt_bucket_sizes"].split(", ")
+    assert doc["cost_model"]["measured_sizes"] == sorted(int(n) for n in torch_sizes)
+    doc = json.loads(run("plan-buckets", KINETO / "mlp_cap1.json.gz", "--strategy", "ddp",
+                         "--max-bytes", "1M", "--json").stdout)  # the run's own buckets
+    assert [b["cost_basis"] for b in doc["buckets"]] == ["measured"] * 3
     doc = json.loads(run("plan-buckets", KINETO / "mlp_cap1.json.gz", "--network", "ib-hdr", "--json").stdout)
     assert doc["cost_model"]["name"] == "ib-hdr"
     result = run("plan-buckets", KINETO / "tied_lm.json.gz", "--json")  # one bucket size

@@ -20,8 +20,8 @@ from .model import ComputeSource, Trace
 from .planning import CostModel, PlanInput, StrategyOptions, compare, make_plan, resolve_cost_model
 from .planning.asrun import AS_RUN, MeasuredBucket, as_run_plan, as_run_prediction
 from .planning.base import Grad
-from .planning.costmodel import load_calibration
-from .planning.fit import fit_ring
+from .planning.costmodel import load_calibration, monotone
+from .planning.fit import fit_ring, trimmed_mean
 from .planning.inputs import plan_input
 from .planning.plan import BucketPlan, CompareRow
 
@@ -91,8 +91,13 @@ def trace_cost(trace: Trace, gpus: int, algorithm: str = "ring",
         poor = (f"the alpha-beta fit to the trace's all-reduces is poor (R²={fit.r2:.2f}, MAPE "
                 f"{fit.mape_pct:.0f}%): recorded times include waiting for the slowest rank, so "
                 "predictions are rough; tracecli calibrate measures this machine cleanly")
+    by_size: dict[int, list[float]] = {}
+    for n, ms in points:
+        by_size.setdefault(n, []).append(ms)
+    measured = monotone((n, trimmed_mean(times)) for n, times in by_size.items())
     return CostModel("trace", fit.alpha_us, fit.bandwidth_gbps, gpus, algorithm, launch_us,
-                     source, quality), poor
+                     source + "; the run's own times per size where it measured them",
+                     quality, points=measured, points_gpus=ranks), poor
 
 
 def resolve_cost(trace: Optional[Trace], request: CostRequest,

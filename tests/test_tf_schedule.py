@@ -40,6 +40,36 @@ def test_classify(name, kind, index):
     assert classify(name) == (kind, index)
 
 
+def test_whole_text_checks_agree_with_their_definitions():
+    """The fast paths (substring searches where a regular expression searched from every
+    position) decide as the definitions do, on seeded random names and texts."""
+    import random
+    import re
+
+    from tracecli.parsers import tf_schedule as tf
+
+    allreduce = re.compile(r"(?:^|/)\w*Allreduce/cond(?:_(\d+))?/")
+    update = re.compile(r"(?:^|/)update(?:_(\d+))?/")
+    rng = random.Random(7)
+    parts = ["Allreduce", "cond", "cond_", "cond_12", "/", "_", "x", "update", "update_3", "-",
+             ".", "7", "Allreduce/cond", "Dist"]
+    for _ in range(20_000):
+        name = "".join(rng.choice(parts) for _ in range(rng.randint(1, 8)))
+        for pattern, found in (
+                (allreduce, tf._scoped(name, "Allreduce/cond", tf._ALLREDUCE_AT, whole=False)),
+                (update, tf._scoped(name, "update", tf._UPDATE_AT, whole=True))):
+            expected = pattern.search(name)
+            assert (expected is None) == (found is None), name
+            if expected:
+                assert (expected.group(1), expected.end()) == (found.group(1), found.end()), name
+    chars = list("ab/_-:>.\n\n \t\u00e91")
+    for _ in range(20_000):
+        text = "".join(rng.choice(chars) for _ in range(rng.randint(0, 10)))
+        expected = not (tf._BAD_CHAR_RE.search(text) or tf._INNER_SPACE_RE.search(text)
+                        or tf._BAD_START_RE.search(text))
+        assert tf.names_only(text) == expected, repr(text)
+
+
 def test_resnet50_sample():
     trace = load_trace(RESNET)
     assert trace.meta["sizes"].endswith("resnet50_horovod_tf.sizes.json")

@@ -26,8 +26,10 @@ __all__ = ["parse", "looks_like", "classify", "variable_role", "producer_role"]
 FORMAT = "tf-schedule"
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.\-/>:]*$")
-_ALLREDUCE_RE = re.compile(r"(?:^|/)\w*Allreduce/cond(?:_(\d+))?/")
-_UPDATE_RE = re.compile(r"(?:^|/)update(?:_(\d+))?/")
+# ``(?:^|/)\w*Allreduce/cond(?:_(\d+))?/`` and ``(?:^|/)update(?:_(\d+))?/``, matched where a
+# substring search puts them (a search from every position costs microseconds a line).
+_ALLREDUCE_AT = re.compile(r"\w*Allreduce/cond(?:_(\d+))?/")
+_UPDATE_AT = re.compile(r"update(?:_(\d+))?/")
 _SETUP_BASES = frozenset({
     "Const", "shape", "Shape", "ShapeN", "paddings", "reduction_indices", "multiples", "perm",
     "axis", "begin", "size", "ReadVariableOp",
@@ -61,13 +63,25 @@ _INNER_SPACE_RE = re.compile(r"[^ \t\n\r\f\v][ \t\r\f\v]+[^ \t\n\r\f\v]")
 _BAD_START_RE = re.compile(r"(?m)^[ \t\r\f\v]*[-/>:]")
 
 
+_BAD_OPENER_RE = re.compile(r"\n[-/>:]")  # a literal first character: scanned in C
+_NAME_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-/>:\n"
+
+
 def names_only(text: str) -> bool:
-    """Every non-blank line of ``text`` is one node name: decided over the whole text by
-    three searches in C (a 500,000-line list takes milliseconds).
+    """Every non-blank line of ``text`` is one node name, decided over the whole text in C:
+    a text of name characters and newlines only needs no line to open with ``-/>:``
+    (substring searches, milliseconds for a 500,000-line list); one with other characters
+    or blanks takes three regular-expression searches (about a second).
 
     >>> names_only("model/dense/MatMul\\n  SGD/update_0/Apply\\n\\n"), names_only("a b\\n")
     (True, False)
+    >>> names_only("a/b\\n/c\\n"), names_only("a/b\\nc\\n"), names_only("a/é\\n")
+    (False, True, False)
     """
+    if not text.isascii():
+        return False  # node names are ASCII
+    if not text.encode("ascii").translate(None, _NAME_BYTES):
+        return not (text.startswith(("-", "/", ">", ":")) or _BAD_OPENER_RE.search(text))
     return not (_BAD_CHAR_RE.search(text) or _INNER_SPACE_RE.search(text)
                 or _BAD_START_RE.search(text))
 
@@ -163,7 +177,7 @@ def _classify(name: str) -> tuple[OpKind, Optional[int], Optional[list[str]]]:
     if "Horovod" in name and (name.startswith("HorovodBroadcast") or "/HorovodBroadcast" in name):
         return OpKind.BROADCAST, None, None
     if "Allreduce/cond" in name:
-        match = _ALLREDUCE_RE.search(name)
+        match = _scoped(name, "Allreduce/cond", _ALLREDUCE_AT, whole=False)
         if match:
             index = _index(match.group(1))
             rest = name[match.end():]
@@ -181,7 +195,7 @@ def _classify(name: str) -> tuple[OpKind, Optional[int], Optional[list[str]]]:
     if setup:
         return OpKind.SETUP, None, None
     if "update" in name:
-        match = _UPDATE_RE.search(name)
+        match = _scoped(name, "update", _UPDATE_AT, whole=True)
         if match:
             return OpKind.UPDATE, _index(match.group(1)), None
     if "ResourceApply" in last or "SparseApply" in last or last.startswith("Apply"):
@@ -191,6 +205,28 @@ def _classify(name: str) -> tuple[OpKind, Optional[int], Optional[list[str]]]:
     if base == "AddN" and "/" not in name:
         return OpKind.BACKWARD, None, None  # sums the contributions of a variable used twice
     return OpKind.OTHER, None, None
+
+
+def _scoped(name: str, key: str, pattern: re.Pattern, whole: bool) -> Optional[re.Match]:
+    """The first match of ``pattern`` at the start of a path component, found where ``key``
+    occurs: at the occurrence itself (``whole``: the key opens its component) or at the
+    start of the occurrence's component.
+
+    >>> _scoped("a/b.Allreduce/cond_1/c/DistributedGradientTape_Allreduce/cond_2/x",
+    ...         "Allreduce/cond", _ALLREDUCE_AT, whole=False).group(1)
+    '2'
+    >>> _scoped("SGD/my_update_1/x/update_7/y", "update", _UPDATE_AT, whole=True).group(1)
+    '7'
+    """
+    i = name.find(key)
+    while i >= 0:
+        start = i if whole else name.rfind("/", 0, i) + 1
+        if start == 0 or name[start - 1] == "/":
+            match = pattern.match(name, start)
+            if match:
+                return match
+        i = name.find(key, i + 1)
+    return None
 
 
 def _classify_backward(name: str) -> tuple[OpKind, Optional[int], Optional[list[str]]]:

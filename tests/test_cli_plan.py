@@ -138,3 +138,10 @@ def test_advice_is_whole_and_names_readable(columns):
     lines = show("plan-buckets", VGG, "--strategy", "ddp")
     assert any("/predictor/fc8/W" in l for l in lines)
     assert not any(" 1 buckets" in l or " 1 GPUs" in l for l in lines)
+    # a long step (seconds): every time in the bucket table still shows whole
+    slow = ("plan-buckets", VGG, "--backward-ms", "12000", "--network", "10gbe")
+    text = "\n".join(show(*slow))
+    doc = json.loads(run(*slow, "--json").stdout)
+    for b in doc["buckets"]:
+        for key in ("ready_ms", "start_ms", "end_ms", "duration_ms"):
+            assert f"{b[key]:,.3f}" in text, (key, b[key])

@@ -63,6 +63,34 @@ def test_replay_vgg_gloo_with_network_and_chrome_trace(tmp_path):
     assert sum(b["bytes"] for b in doc["buckets"]) == 574_668_960
     trace = json.loads(chrome.read_text())
     assert {e["pid"] for e in trace["traceEvents"] if e["ph"] == "X"} == {1, 2}
+    assert_whole_at_80_columns(doc)
+
+
+def assert_whole_at_80_columns(doc):
+    """The report's tables cut no value at 80 columns, even with every time 1000x longer
+    (seconds-long buckets) and a bare all-reduce column."""
+    from rich.console import Console
+
+    from tracecli.render.replay import replay_view
+
+    def longer(value, key=""):
+        if isinstance(value, dict):
+            return {k: longer(v, k) for k, v in value.items()}
+        if isinstance(value, list):
+            return [longer(v, key) for v in value]
+        return value * 1000 if key.endswith("_ms") and isinstance(value, float) else value
+
+    slow = longer(doc)
+    for b in slow["buckets"]:
+        b["measured"]["bare_allreduce_ms"] = b["measured"]["duration_ms"]
+    for shown in (doc, slow):
+        console = Console(width=80, record=True, file=open(os.devnull, "w"))
+        console.print(replay_view(shown))
+        text = console.export_text()
+        assert "…" not in text and max(map(len, text.splitlines())) <= 80
+        words = ("pred", "meas", "comm", "error", "p90") + (("bare",) if shown is slow else ())
+        assert all(word in text for word in words)  # no column dropped either
+        assert f"{shown['measured']['iteration_ms']:,.3f}" in text
 
 
 def test_replay_plan_file_and_table(tmp_path):

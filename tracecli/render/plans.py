@@ -15,7 +15,7 @@ from rich.text import Text
 from ..planning.plan import is_default
 from ..units import format_size
 from .chrome import chrome_trace, complete_event
-from .tables import format_ms as _ms, new_table, plural, truncated
+from .tables import format_ms as _ms, new_table, plural, truncated, value_columns
 
 __all__ = ["plan_view", "compare_view", "plan_chrome_trace", "plan_advice", "compare_advice"]
 
@@ -61,19 +61,18 @@ def plan_view(plan, top: Optional[int] = None) -> Group:
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("n", justify="right", no_wrap=True)
     table.add_column("gradients", overflow="fold", min_width=20, ratio=1)
-    for col in ("bytes", "ready", "start", "end", "comm"):
-        table.add_column(col, justify="right", no_wrap=True)
     rows = []
     for b in plan.timeline.buckets:
         rows.append([str(b.index), str(len(b.members)) if b.members else "?",
                      _span(plan.tensor_names(b.index)), format_size(b.nbytes), _ms(b.ready_ms),
                      _ms(b.start_ms), _ms(b.end_ms), _ms(b.duration_ms)])
     shown, hidden = truncated(rows, top)
+    buckets = value_columns(table, ["bytes", "ready", "start", "end", "comm"], shown, start=3)
     for row in shown:
         table.add_row(*row)
     if hidden:
         table.caption = f"{plural(hidden, 'more bucket')} (--top to show more)"
-    return Group(plan_header(plan), table, plan_summary(plan))
+    return Group(plan_header(plan), buckets, plan_summary(plan))
 
 
 def plan_advice(plan) -> list[str]:
@@ -92,10 +91,10 @@ def compare_view(rows, inp_plan) -> Group:
     cols = ["strategy", "buckets", "iteration ms", "exposed ms", "hidden", "vs best"]
     if as_run is not None:
         cols.append("vs as run")
-    for col in cols:
-        table.add_column(col, justify="left" if col == "strategy" else "right", no_wrap=True)
+    table.add_column(cols[0], no_wrap=True)
     predicted = [r.plan.timeline.iteration_ms for r in rows if not r.plan.measured]
     best = min(predicted) if predicted else None
+    lines = []
     for r in rows:
         t = r.plan.timeline
         cells = [r.label, str(len(r.plan.buckets)), _ms(t.iteration_ms), _ms(t.exposed_comm_ms),
@@ -103,8 +102,11 @@ def compare_view(rows, inp_plan) -> Group:
         if as_run is not None:
             base = as_run.timeline.iteration_ms
             cells.append(f"{100.0 * (t.iteration_ms - base) / base:+.1f}%" if base else "-")
+        lines.append(cells)
+    strategies = value_columns(table, cols[1:], lines, start=1)
+    for cells in lines:
         table.add_row(*cells)
-    return Group(plan_header(inp_plan), table)
+    return Group(plan_header(inp_plan), strategies)
 
 
 def _pct(a: float, b: float) -> str:

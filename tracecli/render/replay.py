@@ -9,7 +9,7 @@ from rich.text import Text
 
 from ..units import format_size
 from .chrome import chrome_trace, complete_event
-from .tables import format_ms as _ms, new_table, plural, truncated
+from .tables import format_ms as _ms, new_table, plural, truncated, value_columns
 
 __all__ = ["replay_view", "calibration_view", "replay_chrome_trace"]
 
@@ -28,9 +28,6 @@ def replay_view(doc: dict, top: Optional[int] = None) -> Group:
     head.append(f"compute: {doc['compute']['source']}")
     table = new_table("Buckets: predicted vs measured (ms from step start; medians)")
     bare = "bare_allreduce_ms" in (doc["buckets"][0]["measured"] if doc["buckets"] else {})
-    for col in ("#", "bytes", "pred start", "meas start", "pred end", "meas end", "pred comm",
-                "meas comm") + (("bare all-reduce",) if bare else ()):
-        table.add_column(col, justify="right")
     rows = []
     for b in doc["buckets"]:
         mb = b["measured"]
@@ -38,33 +35,41 @@ def replay_view(doc: dict, top: Optional[int] = None) -> Group:
                      _ms(b["end_ms"]), _ms(mb["end_ms"]), _ms(b["duration_ms"]), _ms(mb["duration_ms"])]
                     + ([_ms(mb["bare_allreduce_ms"])] if bare else []))
     shown, hidden = truncated(rows, top)
+    buckets = value_columns(table, ["#", "bytes", "pred start", "meas start", "pred end",
+                                    "meas end", "pred comm", "meas comm"]
+                            + (["bare comm"] if bare else []), shown)
     for row in shown:
         table.add_row(*row)
     if hidden:
         table.caption = f"{plural(hidden, 'more bucket')} (--top to show more)"
     summary = new_table("Iteration")
-    for col in ("", "predicted", "measured median", "measured p90", "error"):
-        summary.add_column(col, justify="right")
-    summary.add_row("iteration ms", _ms(p["iteration_ms"]), _ms(m["iteration_ms"]),
-                    _ms(m["iteration_p90_ms"]), f"{doc['error_pct']:+.1f}%")
-    summary.add_row("exposed comm ms", _ms(p["exposed_comm_ms"]), _ms(m["exposed_comm_ms"]), "", "")
+    lines = [["iteration ms", _ms(p["iteration_ms"]), _ms(m["iteration_ms"]),
+              _ms(m["iteration_p90_ms"]), f"{doc['error_pct']:+.1f}%"],
+             ["exposed comm ms", _ms(p["exposed_comm_ms"]), _ms(m["exposed_comm_ms"]), "", ""]]
+    iteration = value_columns(summary, ["", "predicted", "measured median", "measured p90",
+                                        "error"], lines)
+    for line in lines:
+        summary.add_row(*line)
     tail = Text(("buffers verified: every rank holds the exact sum" if r["verified"]
                  else "BUFFERS DID NOT VERIFY: a reduced buffer differs from the expected sum"),
                 style=None if r["verified"] else "bold red")
-    return Group(head, table, summary, tail)
+    return Group(head, buckets, iteration, tail)
 
 
 def calibration_view(doc: dict) -> Group:
     table = new_table(f"all-reduce on {plural(doc['gpus'], 'rank')} ({doc['backend']}, {doc['device']})")
-    for col in ("bytes", "mean ms", "median ms", "line ms", "line error", "bus GB/s"):
-        table.add_column(col, justify="right")
     p = doc["gpus"]
+    rows = []
     for pt in doc["points"]:
         mean = pt.get("mean_ms", pt["median_ms"])
         err = 100.0 * (pt["predicted_ms"] - mean) / mean
         busbw = pt["bytes"] / (mean / 1000.0) * 2 * (p - 1) / p / 1e9
-        table.add_row(format_size(pt["bytes"]), _ms(mean), _ms(pt["median_ms"]),
-                      _ms(pt["predicted_ms"]), f"{err:+.1f}%", f"{busbw:.3f}")
+        rows.append([format_size(pt["bytes"]), _ms(mean), _ms(pt["median_ms"]),
+                     _ms(pt["predicted_ms"]), f"{err:+.1f}%", f"{busbw:.3f}"])
+    points = value_columns(table, ["bytes", "mean ms", "median ms", "line ms", "line error",
+                                   "bus GB/s"], rows)
+    for row in rows:
+        table.add_row(*row)
     fit = doc["fit"]
     text = Text(f"fit: alpha {doc['alpha_us']:.2f} us per step, bus bandwidth "
                 f"{doc['bandwidth_gbps']:.3f} GB/s; R² {fit['r2']:.4f}, MAPE {fit['mape_pct']:.1f}%\n"
@@ -73,7 +78,7 @@ def calibration_view(doc: dict) -> Group:
     if fit.get("poor"):
         text.append("\npoor fit: the alpha-beta model does not explain these timings well; "
                     "predictions from it are rough", style="bold yellow")
-    return Group(table, text)
+    return Group(points, text)
 
 
 def replay_chrome_trace(doc: dict) -> dict:

@@ -13,7 +13,7 @@ from ..analysis import Readiness, SizeReport
 from ..model import Trace
 from ..units import format_size
 
-__all__ = ["inspect_view", "truncated", "format_ms", "plural", "new_table"]
+__all__ = ["inspect_view", "truncated", "format_ms", "plural", "new_table", "value_columns"]
 
 
 def new_table(title: str) -> Table:
@@ -45,6 +45,35 @@ def truncated(rows: list, top: Optional[int]) -> tuple[list, int]:
     if top is None or top >= len(rows):
         return rows, 0
     return rows[:top], len(rows) - top
+
+
+def value_columns(table: Table, headers: list[str], rows: list[list[str]], start: int = 0) -> "Whole":
+    """Right-aligned columns for ``rows[*][start:]`` that never cut a value: each is at least
+    as wide as its widest value (a long header wraps instead). Returns the table to print."""
+    for i, header in enumerate(headers, start):
+        width = max((len(row[i]) for row in rows), default=1)
+        table.add_column(header, justify="right", overflow="fold", min_width=width)
+    return Whole(table, len(headers))
+
+
+class Whole:
+    """A table printed with every column and every value whole where the width allows:
+    when it does not (rich would cut values or drop whole columns), the other columns give
+    up their minimum widths first, then the last ``values`` columns wrap their values onto
+    a second line."""
+
+    def __init__(self, table: Table, values: int):
+        self.table = table
+        self.values = values
+
+    def __rich_console__(self, console, options):
+        columns = self.table.columns
+        for relaxed in (columns[:len(columns) - self.values], columns):
+            if self.table.__rich_measure__(console, options).minimum <= options.max_width:
+                break
+            for column in relaxed:
+                column.min_width = None
+        yield self.table
 
 
 def summary(trace: Trace, sizes: SizeReport) -> Text:

@@ -216,3 +216,20 @@ def test_profile_points_drive_plan_buckets(tmp_path):
     assert plan["cost_model"]["measured_sizes"] == [1 << 20, 64 << 20, 512 << 20]
     assert {b["cost_basis"] for b in plan["buckets"]} <= {"measured", "interpolated", "extrapolated"}
     assert "cost_basis" in plan["buckets"][0]
+
+
+def test_calibration_memory_counts_every_sweep_size_at_once(monkeypatch):
+    """Sizes are measured interleaved, so a rank holds a buffer of each at the same time."""
+    from tracecli.errors import ReplayUnavailableError
+    from tracecli.replay import validate
+
+    sweep = Sweep()  # calibrate's default: 12 sizes, 4 KiB to 256 MiB
+    per_rank = sum(sweep.sizes())
+    assert per_rank > max(sweep.sizes()) * 1.2
+    need = 2 * (per_rank + validate.RANK_OVERHEAD_BYTES)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    monkeypatch.setattr(validate, "available_memory", lambda: need)
+    validate.check_sweep(sweep, 2, "gloo")
+    monkeypatch.setattr(validate, "available_memory", lambda: need - 1)
+    with pytest.raises(ReplayUnavailableError, match="this calibration needs"):
+        validate.check_sweep(sweep, 2, "gloo")

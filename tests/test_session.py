@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -93,6 +92,25 @@ def test_corrupt_state_is_ignored_with_a_notice(here):
     (here / ".tracecli" / "state.json").write_text("{not json")
     result = run("status")
     assert result.exit_code == 0 and "unreadable" in result.stderr
+
+
+@pytest.mark.parametrize("field,value", [("path", 3), ("size", "big"), ("step", True),
+                                         ("sha256", None), ("extra", 1)])
+def test_state_with_wrong_types_is_ignored_with_a_notice(here, field, value):
+    run("inspect", "trace.txt")
+    run("plan-buckets")
+    state = here / ".tracecli" / "state.json"
+    doc = json.loads(state.read_text())
+    doc["trace"][field] = value
+    state.write_text(json.dumps(doc))
+    for command in (["status"], ["plan-buckets"]):
+        result = run(*command)
+        assert "unreadable" in result.stderr and "Traceback" not in result.output
+    assert run("plan-buckets").exit_code == 2  # nothing remembered: one line, what to do
+    doc = json.loads(state.read_text())
+    doc["plan"] = {"strategy": "size", "options": {}, "file": ["x"], "trace_sha256": None}
+    state.write_text(json.dumps(doc))
+    assert "unreadable" in run("status").stderr
 
 
 def test_stdin_is_read_but_not_remembered(here):

@@ -10,7 +10,6 @@ instead. Ctrl-C exits 130. Outputs are claimed before the work and written after
 from __future__ import annotations
 
 import contextlib
-import io
 import math
 import os
 import sys
@@ -24,12 +23,12 @@ from . import __version__
 from ._gc import gc_paused
 from .analysis import readiness, size_report
 from .analysis.compute import DEVICES
-from .errors import PlanError, TraceCliError
+from .errors import TraceCliError
 from .outfile import Outputs
 from .parsers import FORMATS, LoadOptions, load
 from .pipeline import (
-    DEFAULT_GPUS, ComputeRequest, CostRequest, as_run, compare_trace, gradient_details, inputs,
-    plan_trace, replay_job,
+    DEFAULT_GPUS, ComputeRequest, CostRequest, compare_trace, gradient_details, plan_trace,
+    replay_inputs, replay_job,
 )
 from .planning import NETWORKS, STRATEGIES, StrategyOptions
 from .planning.asrun import AS_RUN
@@ -289,10 +288,21 @@ def _load(trace: str, fmt: Optional[str], sizes: Optional[str], step: Optional[i
 
 
 def _session(ctx: click.Context) -> Session:
+    """This directory's session, loaded once; what loading it had to say is said at once."""
     obj = ctx.find_root().obj
     if "session" not in obj:
         obj["session"] = Session.load(".")
+        _say_notices(obj["session"])
     return obj["session"]
+
+
+def _say_notices(session: Session) -> None:
+    from .replay.launcher import in_torchrun
+
+    if not (in_torchrun() and os.environ.get("RANK") != "0"):  # rank 0 speaks for all
+        for notice in session.notices:
+            _notice(notice)
+    session.notices.clear()
 
 
 def _given(ctx: click.Context, name: str) -> bool:
@@ -306,9 +316,7 @@ def _trace_args(ctx: click.Context, trace: Optional[str], fmt, sizes, step, what
         return trace, fmt, sizes, step, False
     session = _session(ctx)
     remembered = session.remembered_trace()
-    for notice in session.notices:
-        _notice(notice)
-    session.notices.clear()
+    _say_notices(session)
     _notice(f"{what} the remembered trace {remembered.given} (from tracecli inspect; pass "
             "TRACE to choose another)")
     return (remembered.path, fmt or remembered.format, sizes or remembered.sizes,
@@ -396,12 +404,17 @@ def export(ctx, trace, fmt, sizes, step, to, output, force):
     t = _load(path, fmt, sizes, step)
     from .export import graphml_chunks, node_link_chunks
 
-    _notice_written(outputs.write("-o", node_link_chunks(t) if to == "json" else graphml_chunks(t)))
+    _write(outputs, "-o", node_link_chunks(t) if to == "json" else graphml_chunks(t))
 
 
-def _notice_written(path: Optional[str]) -> None:
-    if path:
-        _notice(f"wrote {path}")
+def _write(outputs: Outputs, option: str, text) -> None:
+    """Write a claimed output (text or chunks of it): ``-`` here, a file atomically, then
+    say what was written."""
+    if outputs.path(option) == "-":
+        for chunk in [text] if isinstance(text, str) else text:
+            click.echo(chunk, nl=False)
+        return
+    _notice(f"wrote {outputs.write(option, text)}")
 
 
 @cli.command("plan-buckets")
@@ -454,10 +467,10 @@ def plan_buckets(ctx, trace, fmt, sizes, step, do_compare, top, as_json, out, ch
         console().print(plans.plan_view(plan, top))
         _lines(plans.plan_advice(plan))
     if out:
-        _notice_written(outputs.write("--out", plan_text))
+        _write(outputs, "--out", plan_text)
     if chrome_trace:
-        _notice_written(outputs.write("--chrome-trace", jsonout.dumps(
-            plans.plan_chrome_trace(plan, planned.backward_names()))))
+        _write(outputs, "--chrome-trace", jsonout.dumps(
+            plans.plan_chrome_trace(plan, planned.backward_names())))
     session = _session(ctx)
     if not remembered:
         try:
@@ -543,9 +556,7 @@ def replay(ctx, trace, fmt, sizes, step, plan_file, iters, warmup, baseline, dry
         session = _session(ctx)
         if session.trace is not None:
             session.remembered_trace()  # a changed trace makes the remembered plan stale
-            for notice in session.notices:
-                say(notice)
-            session.notices.clear()
+            _say_notices(session)
         plan_file = session.remembered_plan()
         if plan_file:
             say(f"replaying the plan remembered by tracecli plan-buckets "
@@ -563,16 +574,7 @@ def replay(ctx, trace, fmt, sizes, step, plan_file, iters, warmup, baseline, dry
     else:
         path, fmt, sizes, step, _ = _trace_args(ctx, trace, fmt, sizes, step, "replaying")
         t = _load(path, fmt, sizes, step, quiet=as_json or quiet)
-        if kw["strategy"] == AS_RUN:
-            plan = as_run(t, compute_from(kw), CostRequest(world)).plan
-            if not all(b.members for b in plan.buckets):
-                raise PlanError(t.path, None, "the run's buckets are not all matched to its "
-                                "gradients (see plan-buckets --strategy observed); cannot replay them")
-            inp = plan.inp
-            fixed = FixedPlan(tuple(b.members for b in plan.buckets), AS_RUN,
-                              tuple(b.collective for b in plan.buckets))
-        else:
-            _, _, inp = inputs(t, compute_from(kw))
+        inp, fixed = replay_inputs(t, kw["strategy"], compute_from(kw), world)
     job = replay_job(inp, kw["strategy"], strategy_from(kw), cost_from(kw, world), iters, warmup,
                      fixed, baseline)
     backend, notice = resolve_backend(launch)
@@ -613,11 +615,11 @@ def replay(ctx, trace, fmt, sizes, step, plan_file, iters, warmup, baseline, dry
 
         console().print(replay_view(doc, top))
     if out:
-        _notice_written(outputs.write("--out", report))
+        _write(outputs, "--out", report)
     if chrome_trace:
         from .render.replay import replay_chrome_trace
 
-        _notice_written(outputs.write("--chrome-trace", jsonout.dumps(replay_chrome_trace(doc))))
+        _write(outputs, "--chrome-trace", jsonout.dumps(replay_chrome_trace(doc)))
 
 
 @cli.command()
@@ -669,7 +671,7 @@ def calibrate(min_size, max_size, points, warmup, iters, as_json, out, force, **
 
         console().print(calibration_view(doc))
     if out:
-        _notice_written(outputs.write("--out", jsonout.dumps(doc)))
+        _write(outputs, "--out", jsonout.dumps(doc))
 
 
 @cli.command()
@@ -678,35 +680,12 @@ def calibrate(min_size, max_size, points, warmup, iters, as_json, out, force, **
 def status(ctx, as_json):
     """What this directory's session remembers (./.tracecli/; delete it to reset)."""
     session = _session(ctx)
-    for notice in session.notices:
-        _notice(notice)
     if as_json:
         click.echo(jsonout.dumps(session.to_json()), nl=False)
         return
-    if session.trace is None:
-        click.echo(f"no trace remembered in {os.path.abspath(STATE_DIR)}: run tracecli inspect TRACE")
-        return
-    t = session.trace
-    state = "unchanged"
-    try:
-        session.remembered_trace()
-        if session.notices:
-            state = "changed since it was remembered"
-    except TraceCliError:
-        state = "gone"
-    lines = [f"trace: {t.given} ({state})", f"  path: {t.path}", f"  sha256: {t.sha256}"]
-    for key in ("format", "sizes", "step"):
-        if getattr(t, key) is not None:
-            lines.append(f"  --{key}: {getattr(t, key)}")
-    plan = session.remembered_plan()
-    if plan:
-        lines.append(f"plan: {session.plan.get('strategy')} ({plan})")
-        lines += [f"  --{k.replace('_', '-')}: {v}" for k, v in session.plan.get("options", {}).items()
-                  if v is not None and k != "strategy"]
-    else:
-        lines.append("plan: none (tracecli plan-buckets remembers the plan it prints)")
-    lines.append(f"reset: delete {os.path.abspath(STATE_DIR)}/")
-    _lines(lines)
+    from .render.status import status_lines
+
+    _lines(status_lines(session))
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -25,7 +25,6 @@ schema's vocabulary (``NodeType``, ``CollectiveCommType``) where one exists.
 from __future__ import annotations
 
 import enum
-import json
 from collections import Counter, defaultdict
 from operator import attrgetter
 from dataclasses import dataclass

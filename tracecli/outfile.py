@@ -9,7 +9,7 @@ The rules (the README states them for users):
 - nothing is written until the command has succeeded; each file is written to a temporary
   file in the same directory and renamed over the target, so a failed write (disk full)
   leaves the old file whole;
-- ``-`` is standard output.
+- ``-`` is standard output, which the caller writes.
 
 >>> import tempfile, os
 >>> d = tempfile.mkdtemp()
@@ -24,7 +24,6 @@ True
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
 from pathlib import Path
 from typing import Iterable, Optional
@@ -105,15 +104,12 @@ class Outputs:
     def path(self, option: str) -> Optional[str]:
         return self.claimed.get(option)
 
-    def write(self, option: str, text: str | Iterable[str]) -> Optional[str]:
-        """Write a claimed output (text, or chunks of text); returns the path written
-        (``None`` for stdout)."""
+    def write(self, option: str, text: str | Iterable[str]) -> str:
+        """Write a claimed output file (text, or chunks of text) and return its path;
+        ``-`` (standard output) is the caller's to write."""
         path = self.claimed[option]
-        chunks = [text] if isinstance(text, str) else text
         if path == "-":
-            for chunk in chunks:
-                sys.stdout.write(chunk)
-            sys.stdout.flush()
-            return None
+            raise ValueError(f"{option} is standard output; the caller writes it")
+        chunks = [text] if isinstance(text, str) else text
         atomic_write(path, (chunk.encode("utf-8") for chunk in chunks))
         return path

@@ -27,7 +27,7 @@ from .planning.plan import BucketPlan, CompareRow
 
 __all__ = ["ComputeRequest", "CostRequest", "Planned", "plan_trace", "compare_trace",
            "prepare", "inputs", "gradient_details", "replay_job", "resolve_cost", "trace_cost",
-           "as_run", "DEFAULT_GPUS"]
+           "as_run", "replay_inputs", "DEFAULT_GPUS"]
 
 DEFAULT_GPUS = 8
 
@@ -280,6 +280,21 @@ def gradient_details(trace: Trace, ready: Readiness, compute: ComputeRequest) ->
             "ready_ms": times[min(g.backward_position, len(times) - 1)] if times else None,
         }
     return details, profile.source if profile else None
+
+
+def replay_inputs(trace: Trace, strategy: str, compute: ComputeRequest, world: int):
+    """What a replay of ``trace`` plans from: the planner's input, and for the as-run
+    strategy the run's own buckets as a fixed plan (else ``None``)."""
+    from .replay.jobs import FixedPlan
+
+    if strategy != AS_RUN:
+        return inputs(trace, compute)[2], None
+    plan = as_run(trace, compute, CostRequest(world)).plan
+    if not all(b.members for b in plan.buckets):
+        raise PlanError(trace.path, None, "the run's buckets are not all matched to its "
+                        "gradients (see plan-buckets --strategy observed); cannot replay them")
+    return plan.inp, FixedPlan(tuple(b.members for b in plan.buckets), AS_RUN,
+                               tuple(b.collective for b in plan.buckets))
 
 
 def replay_job(inp: PlanInput, strategy: str, options: StrategyOptions, cost: CostRequest,

@@ -59,6 +59,29 @@ class RememberedTrace:
         return dict(self.__dict__)
 
 
+_TRACE_FIELDS = {"path": str, "given": str, "format": (str, type(None)), "sizes": (str, type(None)),
+                 "step": (int, type(None)), "sha256": str, "size": int, "mtime_ns": int}
+_PLAN_FIELDS = {"strategy": str, "options": dict, "file": str, "trace_sha256": (str, type(None))}
+
+
+def _checked(doc: Any, fields: dict[str, Any], what: str) -> dict[str, Any]:
+    """``doc`` with exactly ``fields``, each of its type (a state file is input too)."""
+    if not isinstance(doc, dict) or set(doc) != set(fields):
+        raise ValueError(f"its {what} does not have the fields {', '.join(fields)}")
+    for key, kind in fields.items():
+        if isinstance(doc[key], bool) or not isinstance(doc[key], kind):
+            raise ValueError(f"its {what}'s {key} has the wrong type")
+    return doc
+
+
+def _checked_trace(doc: Any) -> RememberedTrace:
+    return RememberedTrace(**_checked(doc, _TRACE_FIELDS, "trace"))
+
+
+def _checked_plan(doc: Any) -> dict[str, Any]:
+    return _checked(doc, _PLAN_FIELDS, "plan")
+
+
 @dataclass
 class Session:
     """The state of one directory's session (``.tracecli/state.json``)."""
@@ -87,10 +110,11 @@ class Session:
             if not isinstance(doc, dict) or doc.get("format") != STATE_FORMAT:
                 raise ValueError("not a session file")
             trace = doc.get("trace")
-            if isinstance(trace, dict):
-                session.trace = RememberedTrace(**{k: trace[k] for k in RememberedTrace.__dataclass_fields__ if k in trace})
-            if isinstance(doc.get("plan"), dict):
-                session.plan = doc["plan"]
+            if trace is not None:
+                session.trace = _checked_trace(trace)
+            plan = doc.get("plan")
+            if plan is not None:
+                session.plan = _checked_plan(plan)
         except (OSError, ValueError, TypeError) as exc:
             session.notices.append(f"ignoring {path}: it is unreadable ({exc}); delete "
                                    f"{STATE_DIR}/ to reset the session")
@@ -143,6 +167,18 @@ class Session:
             self.trace = RememberedTrace(t.path, t.given, t.format, t.sizes, t.step, digest,
                                          info.st_size, info.st_mtime_ns)
         return self.trace
+
+    def trace_state(self) -> str:
+        """The remembered trace against its file: ``unchanged``, ``changed since it was
+        remembered`` (and refreshed) or ``gone``."""
+        before = len(self.notices)
+        try:
+            self.remembered_trace()
+        except SessionError:
+            return "gone"
+        changed = len(self.notices) > before
+        del self.notices[before:]
+        return "changed since it was remembered" if changed else "unchanged"
 
     # -- the plan ----------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import re
 from collections import Counter, defaultdict
-from typing import Optional, Sequence
+from typing import Optional
 
 from ..errors import SizesError, TraceFormatError
 from ..model import (

@@ -34,12 +34,13 @@ from .buckets import BucketBuffer
 from ..planning.fit import trimmed_mean
 from .emulator import Schedule
 
-__all__ = ["measure", "GAP_MS"]
+__all__ = ["measure", "slowest", "GAP_MS"]
 
 GAP_MS = 2.0  # idle before each launch, as a bucket's wait for its last gradient
 
 
-def _slowest(values: list[float], device) -> list[float]:
+def slowest(values: list[float], device) -> list[float]:
+    """Element-wise maximum of ``values`` over all ranks (every rank gets it)."""
     t = torch.tensor(values, dtype=torch.float64, device=device)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return [float(v) for v in t.cpu()]
@@ -83,13 +84,13 @@ def measure(make_step, buffers, indices: Sequence[int], rank: int, device, round
             for j, k in enumerate(order, 1):
                 queued[k].append(times.end_ms[j] - times.start_ms[j])
         if budget_s is not None and r == warmup:  # every rank agrees on the slowest round
-            per_round = _slowest([time.perf_counter() - started], device)[0]
+            per_round = slowest([time.perf_counter() - started], device)[0]
             extra = int(budget_s / max(per_round, 1e-3))
             total = max(total, min(warmup + max_rounds, warmup + 1 + extra))
         r += 1
         if on_round is not None:
             on_round(r, total)
-    flat = _slowest([t for k in indices for t in samples[k] + queued[k]], device)
+    flat = slowest([t for k in indices for t in samples[k] + queued[k]], device)
     result, at = [], 0
     for k in indices:
         n = len(samples[k])

@@ -29,7 +29,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def replay_report(job: ReplayJob, payload: dict[str, Any]) -> dict[str, Any]:
-    cost, timeline = payload["cost"], payload["timeline"]
+    timeline = payload["timeline"]
     plan = payload["plan"]
     doc = plan_doc(plan)
     ranks = payload["ranks"]

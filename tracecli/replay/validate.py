@@ -60,9 +60,11 @@ def check_job(job: ReplayJob, world: int, backend: str, where: Optional[str] = N
     buffers = sum(g.nbytes for g in inp.grads)
     if not job.options.sparse_as_dense:  # an all-gathered gradient also holds every rank's share
         buffers += world * sum(g.nbytes for g in inp.grads if g.sparse)
-    sweep = max(job.sweep.sizes()) if job.cost is None else 0
+    # in-place calibration holds every sweep size at once (sizes are measured interleaved)
+    sweep = sum(job.sweep.sizes()) if job.cost is None else 0
     _check_memory(buffers + sweep, world, backend, "this replay", where)
 
 
 def check_sweep(sweep: Sweep, world: int, backend: str) -> None:
-    _check_memory(max(sweep.sizes()), world, backend, "this calibration", None)
+    """Calibration holds a buffer of every sweep size at once (they are interleaved)."""
+    _check_memory(sum(sweep.sizes()), world, backend, "this calibration", None)

@@ -7,7 +7,6 @@ Runs under the launcher's spawned processes (``spawn_main``) or as a process of 
 from __future__ import annotations
 
 import datetime
-import math
 import os
 import pickle
 import socket
@@ -22,7 +21,7 @@ from ..planning.costmodel import CostModel, monotone
 from ..planning.base import ALLREDUCE
 from .buckets import BucketBuffer
 from .emulator import CpuStep, CudaStep, Schedule, fill, verify
-from .measure import GAP_MS, measure
+from .measure import GAP_MS, measure, slowest
 from ..planning.fit import fit_ring
 from .jobs import CalibrationJob, Launch, ReplayJob, Sweep
 
@@ -167,14 +166,8 @@ def _bare_loop(buffers, job: ReplayJob, device, backend: str) -> list[float]:
             elapsed = _timed_collective(buf, backend, device)
             if it >= job.warmup:
                 times.append(elapsed)
-        result.append(statistics.median(_max_over_ranks(times, device, backend)))
+        result.append(statistics.median(slowest(times, device)))
     return result
-
-
-def _max_over_ranks(values: list[float], device, backend: str) -> list[float]:
-    t = torch.tensor(values, dtype=torch.float64, device=device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return [float(v) for v in t.cpu()]
 
 
 def _gather(obj: Any, rank: int, world: int, combine) -> Optional[dict]:
@@ -238,9 +231,8 @@ def _calibrate_in_place(job: ReplayJob, rank: int, world: int, device, backend: 
         for p in measure(make, pool, range(len(pool)), rank, device, rounds=5, warmup=1,
                          budget_s=job.calibration_budget_s, on_round=report):
             points[p["bytes"]] = p
-        cost, quality = _model(list(points.values()), world, backend,
-                               f"{len(chosen)} bucket sizes of the plan and {len(sweep)} sweep sizes")
-        plan = job.plan(cost)
+        cost, _ = _model(list(points.values()), world, backend, "provisional")
+        plan = job.plan(cost)  # its bucket sizes may move under the measured model
     cost, quality = _model(list(points.values()), world, backend,
                            f"the plan's bucket sizes and {len(sweep)} sweep sizes")
     plan = job.plan(cost)
@@ -281,7 +273,7 @@ def _replay(job: ReplayJob, rank: int, world: int, device, backend: str, launch:
         if progress:
             progress("replay", it + 1, total)
     baseline = _bare_loop(buffers, job, device, backend) if job.baseline else None
-    ok = _max_over_ranks([0.0 if verified else 1.0], device, backend)[0] == 0.0
+    ok = slowest([0.0 if verified else 1.0], device)[0] == 0.0
     return _gather({"rank": rank, "iterations": iterations}, rank, world, lambda parts: {
         "ranks": parts, "verified": ok, "cost": cost, "calibration": calibration,
         "plan": plan, "timeline": timeline, "device": _device_name(device), "backend": backend,

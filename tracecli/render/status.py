@@ -1,0 +1,32 @@
+"""``tracecli status``: what the directory's session remembers, as lines."""
+
+from __future__ import annotations
+
+import os
+
+from ..session import STATE_DIR, Session
+
+__all__ = ["status_lines"]
+
+
+def status_lines(session: Session) -> list[str]:
+    """The remembered trace (checked against its file), its options, the remembered plan,
+    and how to reset."""
+    where = os.path.abspath(STATE_DIR)
+    if session.trace is None:
+        return [f"no trace remembered in {where}: run tracecli inspect TRACE"]
+    state = session.trace_state()
+    t = session.trace
+    lines = [f"trace: {t.given} ({state})", f"  path: {t.path}", f"  sha256: {t.sha256}"]
+    for key in ("format", "sizes", "step"):
+        if getattr(t, key) is not None:
+            lines.append(f"  --{key}: {getattr(t, key)}")
+    plan = session.remembered_plan()
+    if plan:
+        lines.append(f"plan: {session.plan['strategy']} ({plan})")
+        lines += [f"  --{k.replace('_', '-')}: {v}" for k, v in session.plan["options"].items()
+                  if v is not None and k != "strategy"]
+    else:
+        lines.append("plan: none (tracecli plan-buckets remembers the plan it prints)")
+    lines.append(f"reset: delete {where}/")
+    return lines

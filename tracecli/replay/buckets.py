@@ -16,12 +16,12 @@ import torch
 import torch.distributed as dist
 
 from ..planning.base import ALLGATHER
+from ..planning.planfile import REPLAYABLE_DTYPES
 
 __all__ = ["BucketBuffer", "DTYPES", "pattern"]
 
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
-          "float64": torch.float64, "half": torch.float16, "float": torch.float32,
-          "double": torch.float64}
+# the dtypes a plan file may name (checked there, before torch is imported) are torch's names
+DTYPES = {name: getattr(torch, name) for name in REPLAYABLE_DTYPES}
 
 
 def pattern(rank: int, dtype: torch.dtype, device) -> torch.Tensor:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import enum
 from collections import Counter, defaultdict
 from operator import attrgetter
+from types import MappingProxyType
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Optional, Sequence
 
@@ -322,13 +323,13 @@ class Trace:
         self._collectives = list(collectives)
         self.step = step
         self.meta = dict(meta or {})
-        self._op_by_id = {op.id: op for op in self._ops}
+        self._op_index: Optional[dict[str, Op]] = None
         self._tensor_by_id = {t.id: t for t in self._tensors}
         self._graph = None
         self._creators: Optional[dict[str, Op]] = None
         self._consumers: Optional[dict[str, list[Op]]] = None
         self._producers: Optional[dict[str, list[Op]]] = None
-        self._linked: Optional[dict[tuple[str, EdgeKind], list[str]]] = None
+        self._linked: dict[EdgeKind, dict[str, list[str]]] = {}
 
     @classmethod
     def build(
@@ -410,15 +411,34 @@ class Trace:
         """Collectives the traced run executed (profiler traces), in launch order."""
         return self._collectives
 
+    @property
+    def _op_by_id(self) -> dict[str, Op]:
+        if self._op_index is None:
+            self._op_index = {op.id: op for op in self._ops}
+        return self._op_index
+
     def op(self, op_id: str) -> Op:
         return self._op_by_id[op_id]
+
+    def ops_by_id(self, op_ids: Iterable[str]) -> dict[str, Op]:
+        """The ops of ``op_ids`` (each must exist). For a few ids of a big trace whose id
+        index is not built yet, one pass over the ops costs less than building it."""
+        wanted = set(op_ids)
+        if self._op_index is not None or len(wanted) * 4 > len(self._ops):
+            return {op_id: self._op_by_id[op_id] for op_id in wanted}
+        found = {op.id: op for op in self._ops if op.id in wanted}
+        missing = wanted - found.keys()
+        if missing:
+            raise KeyError(min(missing))
+        return found
 
     def tensor(self, tensor_id: str) -> Tensor:
         return self._tensor_by_id[tensor_id]
 
     def parameters(self) -> list[Tensor]:
         """Parameter tensors in file order (op lists: trainable-variable order)."""
-        return [t for t in self._tensors if t.kind is TensorKind.PARAMETER]
+        parameter = TensorKind.PARAMETER
+        return [t for t in self._tensors if t.kind is parameter]
 
     def ops_of_kind(self, *kinds: OpKind) -> list[Op]:
         wanted = set(kinds)
@@ -428,8 +448,9 @@ class Trace:
         """The forward op that produced ``tensor_id``, or ``None`` for a leaf."""
         if self._creators is None:
             creators: dict[str, Op] = {}
+            forward = OpKind.FORWARD
             for op in self._ops:
-                if op.kind is OpKind.FORWARD:
+                if op.kind is forward:
                     for tid in op.outputs:
                         creators.setdefault(tid, op)
             self._creators = creators
@@ -448,12 +469,16 @@ class Trace:
     def gradient_producers(self, tensor_id: str) -> list[Op]:
         """Backward ops that produce a gradient of ``tensor_id``, in file order."""
         if self._producers is None:
-            producers: dict[str, list[Op]] = defaultdict(list)
+            producers: dict[str, list[Op]] = {}
             for op in self._ops:
-                if op.kind in BACKWARD_KINDS:
-                    for tid in dict.fromkeys(op.outputs):
-                        producers[tid].append(op)
-            self._producers = dict(producers)
+                outputs = op.outputs
+                if outputs and op.kind in BACKWARD_KINDS:
+                    for tid in dict.fromkeys(outputs) if len(outputs) > 1 else outputs:
+                        if tid in producers:
+                            producers[tid].append(op)
+                        else:
+                            producers[tid] = [op]
+            self._producers = producers
         return list(self._producers.get(tensor_id, ()))
 
     def backward_ops_of(self, forward_id: str) -> list[Op]:
@@ -461,20 +486,39 @@ class Trace:
 
     def linked(self, node: str, kind: EdgeKind) -> list[str]:
         """Targets of ``node``'s inferred links of ``kind``, sorted."""
-        if self._linked is None:
-            linked: dict[tuple[str, EdgeKind], list[str]] = defaultdict(list)
-            for link in self._links:
-                linked[(link.source, link.kind)].append(link.target)
-            self._linked = {k: sorted(v) for k, v in linked.items()}
-        return list(self._linked.get((node, kind), ()))
+        return list(self.links_of_kind(kind).get(node, ()))
+
+    def links_of_kind(self, kind: EdgeKind) -> Mapping[str, Sequence[str]]:
+        """Every node's targets of inferred links of ``kind``, sorted (a read-only view:
+        one lookup a node for analyses that walk every parameter). Built per kind on
+        first use."""
+        of_kind = self._linked.get(kind)
+        if of_kind is None:
+            of_kind = self._linked[kind] = {}
+            for source, target, link_kind in self._links:
+                if link_kind == kind:
+                    targets = of_kind.get(source)
+                    if targets is None:
+                        of_kind[source] = [target]
+                    else:
+                        targets.append(target)
+            for targets in of_kind.values():
+                if len(targets) > 1:
+                    targets.sort()
+        return MappingProxyType(of_kind)
 
     def find_forward_cycle(self) -> Optional[list[str]]:
         """Op ids of one cycle among forward ops (op -> op through a tensor), or ``None``.
 
+        Ranks that rise along every edge prove there is none (Chainer's generations do: a
+        function's rank exceeds its inputs' creators'), checked in one pass; otherwise
         Kahn's algorithm over plain dicts: linear, and fast on 100,000-op dumps.
         """
+        kind = OpKind.FORWARD
+        forward = [op for op in self._ops if op.kind is kind]
+        if _ranks_rise(forward):
+            return None
         creator: dict[str, str] = {}
-        forward = [op for op in self._ops if op.kind is OpKind.FORWARD]
         for op in forward:
             for tid in op.outputs:
                 creator[tid] = op.id
@@ -529,6 +573,23 @@ class Trace:
             "nodes": [node_entry(node, kind, record) for node, kind, record in self.nodes()],
             "links": [edge_entry(u, v, attrs) for u, v, attrs in self.edges()],
         }
+
+
+def _ranks_rise(forward: list[Op]) -> bool:
+    """Every forward op has a rank greater than those of its inputs' creators."""
+    rank: dict[str, int] = {}
+    for op in forward:
+        if op.rank is None:
+            return False
+        for tid in op.outputs:
+            rank[tid] = op.rank
+    get = rank.get
+    for op in forward:
+        r = op.rank
+        for tid in op.inputs:
+            if get(tid, -1) >= r:
+                return False
+    return True
 
 
 def node_entry(node: str, kind: NodeType, record: NamedTuple) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple, Optional
+from typing import Callable, NamedTuple, Optional
 
 from ..errors import CalibrationError, PlanError, excerpt
 from ..jsonfile import read_json
@@ -45,10 +45,18 @@ class Device:
     source: str
 
     def op_ms(self, flops: float, nbytes: float, dtype: str = "float32") -> float:
+        return self.timer(dtype)(flops, nbytes)
+
+    def timer(self, dtype: str = "float32") -> Callable[[float, float], float]:
+        """``op_ms`` for one dtype, its constants computed once (for many ops)."""
         peak = (self.fp16_tflops if dtype in ("float16", "bfloat16", "half") else self.fp32_tflops)
-        compute = flops / (peak * 1e12 * self.compute_efficiency)
-        memory = nbytes / (self.memory_gbps * 1e9 * self.memory_efficiency)
-        return max(compute, memory) * 1000.0 + self.launch_us / 1000.0
+        flops_per_s = peak * 1e12 * self.compute_efficiency
+        bytes_per_s = self.memory_gbps * 1e9 * self.memory_efficiency
+        launch_ms = self.launch_us / 1000.0
+
+        def ms(flops: float, nbytes: float) -> float:
+            return max(flops / flops_per_s, nbytes / bytes_per_s) * 1000.0 + launch_ms
+        return ms
 
 
 # Peak figures from the vendors' datasheets (dense, no sparsity); efficiencies are the
@@ -191,10 +199,10 @@ def compute_profile(
     update, tail = None, 0.0
     if how is ComputeSource.ROOFLINE:
         costs = op_costs(trace)
-        dtype = "float32"
-        est = {op_id: dev.op_ms(costs[op_id].flops, costs[op_id].nbytes, dtype) for op_id in order}
-        fwd = sum(dev.op_ms(c.flops, c.nbytes, dtype) for op_id, c in costs.items()
-                  if trace.op(op_id).kind is OpKind.FORWARD)
+        ms = dev.timer("float32")
+        est = {op_id: ms(*costs[op_id]) for op_id in order}
+        forward = OpKind.FORWARD
+        fwd = sum(ms(*costs[op.id]) for op in trace.ops() if op.kind is forward)
         source = f"roofline estimate on {dev.name} ({dev.source})"
     elif how is ComputeSource.MEASURED:
         fwd, est = _measured(trace, order)

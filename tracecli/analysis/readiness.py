@@ -82,15 +82,18 @@ def backward_schedule(trace: Trace) -> list[Op]:
     """
     if trace.abilities.readiness is not ReadinessMethod.AUTOGRAD_REPLAY:
         return [op for op in trace.ops() if op.kind in BACKWARD_KINDS]
-    consumed = set()
+    consumed: set[str] = set()
     forward = []
+    creator: dict[str, Op] = {}  # first forward op writing each array, as Trace.creator
+    backward_of = {}
+    forward_kind, backward_kind = OpKind.FORWARD, OpKind.BACKWARD
     for op in trace.ops():
-        if op.kind is OpKind.FORWARD:
+        if op.kind is forward_kind:
             forward.append(op)
             consumed.update(op.inputs)
-    backward_of = {}
-    for op in trace.ops():
-        if op.kind is OpKind.BACKWARD and op.partner is not None:
+            for tid in op.outputs:
+                creator.setdefault(tid, op)
+        elif op.kind is backward_kind and op.partner is not None:
             backward_of[op.partner] = op
     # The loss's creator: no forward op reads any of its outputs. (An op with one unused
     # output among used ones, like an ignored split_axis piece, is not where backward starts.)
@@ -99,25 +102,25 @@ def backward_schedule(trace: Trace) -> list[Op]:
     if not roots:
         roots = [f for f in forward if f.id in backward_of and not consumed.issuperset(f.outputs)]
     roots.sort(key=lambda f: (-f.rank, f.position))
-    heap: list[tuple[int, int, str]] = []
+    heap: list[tuple[int, int, str, Op]] = []
     seen: set[str] = set()
-
-    def push(op: Op) -> None:
-        if op.id not in seen:
-            heapq.heappush(heap, (-op.rank, len(seen), op.id))
-            seen.add(op.id)
+    push, pop = heapq.heappush, heapq.heappop
 
     for root in roots:
-        push(root)
+        if root.id not in seen:
+            push(heap, (-root.rank, len(seen), root.id, root))
+            seen.add(root.id)
     order = []
+    get = creator.get
     while heap:
-        _, _, fid = heapq.heappop(heap)
+        fid, op = pop(heap)[2:]
         if fid in backward_of:
             order.append(backward_of[fid])
-        for tid in trace.op(fid).inputs:
-            creator = trace.creator(tid)
-            if creator is not None:
-                push(creator)
+        for tid in op.inputs:
+            c = get(tid)
+            if c is not None and c.id not in seen:
+                push(heap, (-c.rank, len(seen), c.id, c))
+                seen.add(c.id)
     return order
 
 
@@ -136,9 +139,10 @@ def _readiness(trace: Trace) -> Readiness:
         rows, missing = _producer_rows(trace, schedule, _PRODUCER_SOURCE[how])
     method = trace.abilities.readiness_note
     rows.sort(key=lambda r: r[0])
+    new = tuple.__new__  # GradientReady(...) without its Python __new__, for 100,000s of them
     gradients = tuple(
-        GradientReady(t.id, t.name, t.elements, t.layer, t.nbytes, t.dtype, t.shape, i, bpos, source,
-                      op.id if op else None, op.name if op else None, t.sparse)
+        new(GradientReady, (t.id, t.name, t.elements, t.layer, t.nbytes, t.dtype, t.shape, i, bpos,
+                            source, op.id if op else None, op.name if op else None, t.sparse))
         for i, (_, bpos, t, source, op) in enumerate(rows)
     )
     layers = _layers(gradients) or _producer_layers(trace, schedule)
@@ -152,16 +156,18 @@ _PRODUCER_SOURCE = {ReadinessMethod.AUTOGRAD_REPLAY: "backward-op",
 
 def _producer_rows(trace: Trace, schedule: list[Op], source: str):
     """A parameter is ready after the last backward op (in ``schedule``) producing it."""
-    where = {op.id: i for i, op in enumerate(schedule)}
+    last: dict[str, tuple[int, Op]] = {}  # the last op in schedule producing each gradient
+    for i, op in enumerate(schedule):
+        for tid in op.outputs:
+            last[tid] = (i, op)
     rows, missing = [], []
     for tensor in trace.parameters():
-        producers = [op for op in trace.gradient_producers(tensor.id) if op.id in where]
-        if not producers:
+        found = last.get(tensor.id)
+        if found is None:
             missing.append(tensor.name)
             continue
-        last = max(producers, key=lambda op: where[op.id])
-        key = (where[last.id], last.outputs.index(tensor.id))
-        rows.append((key, where[last.id] + 1, tensor, source, last))
+        i, op = found
+        rows.append(((i, op.outputs.index(tensor.id)), i + 1, tensor, source, op))
     return rows, missing
 
 
@@ -169,18 +175,24 @@ def _op_list_rows(trace: Trace, backward: list[Op]):
     """``backward``: the backward ops in list order (the schedule of an op list)."""
     backward_positions = [op.position for op in backward]  # sorted: file order
     last_of_layer = {op.layer: op for op in backward if op.layer is not None}
+    parameters = trace.parameters()
+    handoff_of = trace.links_of_kind(EdgeKind.HANDOFF)
+    handoffs = [handoff_of.get(t.id) for t in parameters]
+    updates = [None] * len(parameters)
+    if not all(handoffs):  # the optimizer's update readies a gradient no op produces
+        update_of = trace.links_of_kind(EdgeKind.UPDATE)
+        updates = [update_of.get(t.id) if not h else None for t, h in zip(parameters, handoffs)]
+    linked = trace.ops_by_id([h[0] for h in handoffs if h] + [u[0] for u in updates if u])
     rows, missing = [], []
-    for tensor in trace.parameters():
-        handoff = trace.linked(tensor.id, EdgeKind.HANDOFF)
-        producers = trace.gradient_producers(tensor.id)
+    for tensor, handoff, updated in zip(parameters, handoffs, updates):
         if handoff:
-            op, source = trace.op(handoff[0]), "horovod"
-        elif producers:
+            op, source = linked[handoff[0]], "horovod"
+        elif producers := trace.gradient_producers(tensor.id):
             op, source = producers[-1], "producer"
         elif tensor.layer in last_of_layer:
             op, source = last_of_layer[tensor.layer], "fallback"
-        elif trace.linked(tensor.id, EdgeKind.UPDATE):
-            update = trace.op(trace.linked(tensor.id, EdgeKind.UPDATE)[0])
+        elif updated:
+            update = linked[updated[0]]
             ran = bisect.bisect_left(backward_positions, update.position)  # before its update
             op = backward[ran - 1] if ran else update
             rows.append(((op.position, 1, tensor.index), ran, tensor, "update", op))

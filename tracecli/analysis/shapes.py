@@ -45,8 +45,9 @@ def _square(n: float) -> Optional[int]:
 
 
 def _batch(trace: Trace) -> Optional[int]:
+    forward = OpKind.FORWARD
     for op in trace.ops():
-        if op.kind is OpKind.FORWARD and op.name in _LOSSES and len(op.inputs) >= 2:
+        if op.kind is forward and op.name in _LOSSES and len(op.inputs) >= 2:
             labels = trace.tensor(op.inputs[1])
             if labels.kind is TensorKind.INPUT and labels.nbytes and labels.nbytes % 4 == 0:
                 return labels.nbytes // 4  # int32 labels, one per sample
@@ -59,13 +60,16 @@ def infer_shapes(trace: Trace) -> ShapeReport:
     shapes: dict[str, tuple[int, ...]] = {}
     if batch is None or batch <= 0:
         return ShapeReport(batch, shapes)
+    input_kind = TensorKind.INPUT
     for t in trace.tensors():
-        if t.kind is TensorKind.INPUT and t.nbytes is not None and t.nbytes // 4 == batch and t.nbytes % 4 == 0:
+        if t.kind is input_kind and t.nbytes is not None and t.nbytes // 4 == batch and t.nbytes % 4 == 0:
             shapes[t.id] = (batch,)
-    forward = sorted((op for op in trace.ops() if op.kind is OpKind.FORWARD),
+    kind = OpKind.FORWARD
+    forward = sorted((op for op in trace.ops() if op.kind is kind),
                      key=lambda op: (op.rank, op.position))
+    tensor = {t.id: t for t in trace.tensors()}.__getitem__
     for op in forward:
-        _infer(trace, op, batch, shapes)
+        _infer(tensor, op, batch, shapes)
     return ShapeReport(batch, shapes)
 
 
@@ -89,9 +93,9 @@ def _conv_shape(x: int, w: int, cout: int, y: int, n: int, groups: int, p: int,
     return None
 
 
-def _infer(trace: Trace, op: Op, n: int, shapes: dict[str, tuple[int, ...]]) -> None:
-    ins = [trace.tensor(t) for t in op.inputs]
-    outs = [trace.tensor(t) for t in op.outputs]
+def _infer(tensor, op: Op, n: int, shapes: dict[str, tuple[int, ...]]) -> None:
+    ins = list(map(tensor, op.inputs))
+    outs = list(map(tensor, op.outputs))
     if not ins or not outs:
         return
     x, y = ins[0], outs[0]
@@ -151,16 +155,19 @@ def op_costs(trace: Trace) -> dict[str, OpCost]:
     (a pooling window's size for pooling) and the bytes of every array they read or write.
     """
     size = {t.id: t.nbytes or 0 for t in trace.tensors()}
-    count = {t.id: _elements(t) for t in trace.tensors()}
+    width = DTYPE_BYTES.get
+    count = {t.id: t.nbytes // width(t.dtype or "float32", 4) for t in trace.tensors()}
+    size_of, count_of = size.__getitem__, count.__getitem__
     costs: dict[str, OpCost] = {}
     forward_cost: dict[str, OpCost] = {}
     matmul_forward: set[str] = set()
+    forward, backward = OpKind.FORWARD, OpKind.BACKWARD
     for op in trace.ops():
-        if op.kind is not OpKind.FORWARD:
+        if op.kind is not forward:
             continue
         ins, outs = op.inputs, op.outputs
-        nbytes = float(sum(map(size.__getitem__, ins)) + sum(map(size.__getitem__, outs)))
-        out_elems = sum(map(count.__getitem__, outs))
+        nbytes = float(sum(map(size_of, ins)) + sum(map(size_of, outs)))
+        out_elems = sum(map(count_of, outs))
         if op.name in _MATMUL_OPS and len(ins) >= 2:
             matmul_forward.add(op.id)
             w = count[ins[1]]
@@ -176,9 +183,9 @@ def op_costs(trace: Trace) -> dict[str, OpCost]:
             flops = float(out_elems)
         forward_cost[op.id] = costs[op.id] = OpCost(flops, nbytes)
     for op in trace.ops():
-        if op.kind is not OpKind.BACKWARD:
+        if op.kind is not backward:
             continue
-        nbytes = float(sum(map(size.__getitem__, op.inputs)) + sum(map(size.__getitem__, op.outputs)))
+        nbytes = float(sum(map(size_of, op.inputs)) + sum(map(size_of, op.outputs)))
         partner = forward_cost.get(op.partner) if op.partner else None
         flops = partner.flops * (2.0 if op.partner in matmul_forward else 1.0) if partner else 0.0
         costs[op.id] = OpCost(flops, nbytes)

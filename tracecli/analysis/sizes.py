@@ -59,8 +59,9 @@ def _total(values: list[Optional[int]]) -> Optional[int]:
 
 def size_report(trace: Trace, ready: Readiness) -> SizeReport:
     params = trace.parameters()
-    acts = [t for t in trace.tensors() if t.kind is TensorKind.ACTIVATION]
-    inputs = [t for t in trace.tensors() if t.kind is TensorKind.INPUT]
+    activation, input_kind = TensorKind.ACTIVATION, TensorKind.INPUT
+    acts = [t for t in trace.tensors() if t.kind is activation]
+    inputs = [t for t in trace.tensors() if t.kind is input_kind]
     sizes = [g.nbytes for g in ready.gradients if g.nbytes is not None]
     classes: dict[tuple[int, int], list[int]] = {}
     for s in sizes:

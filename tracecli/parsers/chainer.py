@@ -91,8 +91,8 @@ def parse(path: str, lines: list[str], progress=None) -> Trace:
     if not lines:
         raise TraceFormatError(path, 1, "file is empty; expected 'N_TENSORS N_OPS'")
     n_tensors, n_ops = r.ints("'N_TENSORS N_OPS'", 2)
-    tensors, kind_of = _parse_tensors(r, n_tensors)
-    ops = _parse_ops(r, n_ops, kind_of, progress)
+    tensors = _parse_tensors(r, n_tensors)
+    ops = _parse_ops(r, n_ops, tensors, progress)
     while r.pos < len(lines):
         if lines[r.pos].strip():
             raise TraceFormatError(
@@ -113,7 +113,7 @@ def parse(path: str, lines: list[str], progress=None) -> Trace:
     return trace
 
 
-def _parse_tensors(r: _Reader, count: int) -> tuple[dict[str, Tensor], dict[str, TensorKind]]:
+def _parse_tensors(r: _Reader, count: int) -> dict[str, Tensor]:
     tensors: dict[str, Tensor] = {}
     lines, match = r.lines, _TENSOR_LINE_RE.fullmatch
     for _ in range(count):
@@ -153,9 +153,10 @@ def _parse_tensors(r: _Reader, count: int) -> tuple[dict[str, Tensor], dict[str,
         else:
             kind, layer = TensorKind.INPUT, None
         tensors[tid] = Tensor(tid, kind, name, size, line=line, layer=layer, dtype="float32")
-    return tensors, {tid: t.kind for tid, t in tensors.items()}
+    return tensors
 
 
+_FORWARD, _BACKWARD = OpKind.FORWARD, OpKind.BACKWARD  # looked up once, not per record
 _COUNTS_RE = re.compile(r"([0-9]{1,6}) ([0-9]{1,6})")
 _TENSOR_LINE_RE = re.compile(r"([1-9][0-9]{0,17}|0) ([0-9]{1,18}) (\S+)")
 _RANK_RE = re.compile(r'"rank":\s*(0|[1-9]\d{0,12})(?=\s*[,}])')
@@ -165,20 +166,22 @@ class _Fast:
     """Reads well-formed records without per-field calls; ``None`` means "not sure", and
     the careful reader takes the record (and reports its problem at the right line)."""
 
-    def __init__(self, lines: list[str], kind_of: dict[str, TensorKind]):
-        self.lines, self.kind_of = lines, kind_of
+    def __init__(self, lines: list[str], tensors: dict[str, Tensor]):
+        self.lines, self.tensors = lines, tensors
         self.classes: set[str] = set()
         self.attrs: dict[str, dict] = {}  # attribute text without its rank -> checked attrs
+        self.seen: dict[str, dict] = {}  # whole attribute text -> its attrs (a backward record
+        # repeats its forward record's text; records share the dict, which nobody changes)
 
     def record(self, pos: int, k: int) -> Optional[tuple[Op, int]]:
-        lines, kind_of = self.lines, self.kind_of
+        lines, tensors = self.lines, self.tensors
         if pos + 1 >= len(lines):
             return None
         head = lines[pos]
         if head == "forward":
-            kind, allowed = OpKind.FORWARD, ("_",)
+            kind, allowed = _FORWARD, ("_",)
         elif head == "backward":
-            kind, allowed = OpKind.BACKWARD, _BACKWARD_ROLES
+            kind, allowed = _BACKWARD, _BACKWARD_ROLES
         else:
             return None
         counts = _COUNTS_RE.fullmatch(lines[pos + 1])
@@ -195,14 +198,14 @@ class _Fast:
             if len(fields) != 2 or fields[1] not in allowed:
                 return None
             tid = "t" + fields[0]
-            if tid not in kind_of:
+            if tid not in tensors:
                 return None
             inputs.append(tid)
             roles.append(fields[1])
         outputs = []
         for line in lines[first + n_in:first + n_in + n_out]:
             tid = "t" + line.strip()
-            if tid not in kind_of:
+            if tid not in tensors:
                 return None
             outputs.append(tid)
         name = lines[end - 2]
@@ -213,10 +216,14 @@ class _Fast:
         attrs = self.attributes(lines[end - 1])
         if attrs is None:
             return None
-        return Op(f"op{k}", kind, name, pos + 1, k, None, attrs["rank"], attrs, tuple(inputs),
+        layer = _layer(tensors, inputs) if kind is _FORWARD else None
+        return Op(f"op{k}", kind, name, pos + 1, k, layer, attrs["rank"], attrs, tuple(inputs),
                   tuple(roles), tuple(outputs)), end
 
     def attributes(self, text: str) -> Optional[dict]:
+        attrs = self.seen.get(text)
+        if attrs is not None:
+            return attrs
         found = _RANK_RE.findall(text)
         if len(found) != 1:
             return None
@@ -235,6 +242,7 @@ class _Fast:
             return None
         attrs = dict(template)
         attrs["rank"] = rank
+        self.seen[text] = attrs
         return attrs
 
 
@@ -250,9 +258,10 @@ def _valid_attrs(attrs: dict) -> bool:
     return True
 
 
-def _parse_ops(r: _Reader, count: int, kind_of: dict[str, TensorKind], progress=None) -> list[Op]:
+def _parse_ops(r: _Reader, count: int, tensors: dict[str, Tensor], progress=None) -> list[Op]:
+    """The op records; forward ops get their layers here, backward ops when paired."""
     ops = []
-    fast = _Fast(r.lines, kind_of)
+    fast = _Fast(r.lines, tensors)
     for k in range(count):
         if progress and k % 10_000 == 0:
             progress("parse", k, count)
@@ -275,7 +284,7 @@ def _parse_ops(r: _Reader, count: int, kind_of: dict[str, TensorKind], progress=
             fields = r.next("an input line 'TENSOR_ID ROLE'")
             if len(fields) != 2:
                 raise r.error(f"expected an input line 'TENSOR_ID ROLE', found {excerpt(r.lines[r.pos - 1])}")
-            inputs.append(_tensor_ref(r, fields[0], kind_of))
+            inputs.append(_tensor_ref(r, fields[0], tensors))
             role = fields[1]
             allowed = ("_",) if kind is OpKind.FORWARD else _BACKWARD_ROLES
             if role not in allowed:
@@ -289,26 +298,37 @@ def _parse_ops(r: _Reader, count: int, kind_of: dict[str, TensorKind], progress=
             fields = r.next("an output line 'TENSOR_ID'")
             if len(fields) != 1:
                 raise r.error(f"expected an output line 'TENSOR_ID', found {excerpt(r.lines[r.pos - 1])}")
-            outputs.append(_tensor_ref(r, fields[0], kind_of))
+            outputs.append(_tensor_ref(r, fields[0], tensors))
         fields = r.next("the function class name")
         if len(fields) != 1 or not _CLASS_RE.match(fields[0]):
             raise r.error(f"expected a function class name, found {excerpt(r.lines[r.pos - 1])}")
         name = fields[0]
         r.next("the function's JSON attributes")
         attrs = _attrs(r)
-        ops.append(Op(f"op{k}", kind, name, start, k, None, attrs["rank"], attrs,
+        layer = _layer(tensors, inputs) if kind is OpKind.FORWARD else None
+        ops.append(Op(f"op{k}", kind, name, start, k, layer, attrs["rank"], attrs,
                       tuple(inputs), tuple(roles), tuple(outputs)))
     if progress:
         progress("parse", count, count)
     return ops
 
 
-def _tensor_ref(r: _Reader, text: str, kind_of: dict[str, TensorKind]) -> str:
+def _layer(tensors: dict[str, Tensor], inputs: list[str],
+           parameter: TensorKind = TensorKind.PARAMETER) -> Optional[str]:
+    """A forward op's layer: that of its first parameter input."""
+    for tid in inputs:
+        t = tensors[tid]
+        if t.kind is parameter:
+            return t.layer
+    return None
+
+
+def _tensor_ref(r: _Reader, text: str, tensors: dict[str, Tensor]) -> str:
     tid = "t" + text
-    if tid in kind_of:  # canonical ids: the common case
+    if tid in tensors:  # canonical ids: the common case
         return tid
     tid = "t" + str(r.to_int(text, "tensor id"))
-    if tid not in kind_of:
+    if tid not in tensors:
         raise r.error(f"unknown tensor id {text}; it is not among the header's tensors")
     return tid
 
@@ -339,13 +359,12 @@ def _attrs(r: _Reader) -> dict:
 
 
 def _pair_and_layer(path: str, ops: list[Op], tensors: dict[str, Tensor]) -> list[Op]:
-    """Link each backward record to its forward record; give ops their layers."""
+    """Link each backward record to its forward record, whose layer it takes."""
     producer: dict[str, Op] = {}
-    by_key: dict[tuple[str, int], list[Op]] = defaultdict(list)
+    forward = OpKind.FORWARD
     for op in ops:
-        if op.kind is not OpKind.FORWARD:
+        if op.kind is not forward:
             continue
-        by_key[(op.name, op.rank)].append(op)
         for tid in op.outputs:
             if tid in producer:
                 raise TraceFormatError(
@@ -354,47 +373,47 @@ def _pair_and_layer(path: str, ops: list[Op], tensors: dict[str, Tensor]) -> lis
                 )
             producer[tid] = op
 
-    def layer_of(op: Op) -> Optional[str]:
-        for tid in op.inputs:
-            if tensors[tid].kind is TensorKind.PARAMETER:
-                return tensors[tid].layer
-        return None
+    def fits(f: Op, op: Op, outs: set[str], grads: set[str]) -> bool:
+        if f.name != op.name or f.rank != op.rank:
+            return False
+        if len(f.inputs) + len(f.outputs) <= 16:  # small records: no sets to build
+            return all(t in f.inputs for t in outs) and all(t in f.outputs for t in grads)
+        return outs <= set(f.inputs) and grads <= set(f.outputs)
 
     # A backward record's partner is the forward record of its class and rank that consumed
     # its outputs and created its upstream gradients. Each array has one creator, so the
     # creator of a gradient input is the only candidate: linear, however many records share
     # a class and rank. Records without a gradient input (rare) search by an input they
-    # produced a gradient for.
+    # produced a gradient for, or among all records of their class and rank.
     by_input: Optional[dict[tuple[str, int, str], list[Op]]] = None
+    by_key: Optional[dict[tuple[str, int], list[Op]]] = None
     paired: dict[str, Op] = {}
     result = []
     for op in ops:
-        if op.kind is OpKind.FORWARD:
-            result.append(op._replace(layer=layer_of(op)))
+        if op.kind is forward:
+            result.append(op)
             continue
         grads = {tid for tid, role in zip(op.inputs, op.input_roles) if role == "gradient"}
         outs = set(op.outputs)
-
-        def fits(f: Op) -> bool:
-            if f.name != op.name or f.rank != op.rank:
-                return False
-            if len(f.inputs) + len(f.outputs) <= 16:  # small records: no sets to build
-                return all(t in f.inputs for t in outs) and all(t in f.outputs for t in grads)
-            return outs <= set(f.inputs) and grads <= set(f.outputs)
-
         if grads:
             creator = producer.get(min(grads))
-            candidates = [creator] if creator is not None and fits(creator) else []
+            candidates = [creator] if creator is not None and fits(creator, op, outs, grads) else []
         elif op.outputs:
             if by_input is None:
                 by_input = defaultdict(list)
                 for f in ops:
-                    if f.kind is OpKind.FORWARD:
+                    if f.kind is forward:
                         for tid in dict.fromkeys(f.inputs):
                             by_input[(f.name, f.rank, tid)].append(f)
-            candidates = [f for f in by_input.get((op.name, op.rank, op.outputs[0]), ()) if fits(f)]
+            candidates = [f for f in by_input.get((op.name, op.rank, op.outputs[0]), ())
+                          if fits(f, op, outs, grads)]
         else:
-            candidates = [f for f in by_key.get((op.name, op.rank), []) if fits(f)]
+            if by_key is None:
+                by_key = defaultdict(list)
+                for f in ops:
+                    if f.kind is forward:
+                        by_key[(f.name, f.rank)].append(f)
+            candidates = [f for f in by_key.get((op.name, op.rank), ()) if fits(f, op, outs, grads)]
         if not candidates:
             raise TraceFormatError(
                 path, op.line, f"backward {op.name} (rank {op.rank}) has no forward record "
@@ -409,5 +428,6 @@ def _pair_and_layer(path: str, ops: list[Op], tensors: dict[str, Tensor]) -> lis
             )
         partner = free[0]
         paired[partner.id] = op
-        result.append(op._replace(layer=layer_of(partner), partner=partner.id))
+        result.append(Op(op.id, op.kind, op.name, op.line, op.position, partner.layer, op.rank,
+                         op.attrs, op.inputs, op.input_roles, op.outputs, partner.id))
     return result

@@ -166,6 +166,16 @@ def classify(name: str) -> tuple[OpKind, Optional[int]]:
     return kind, index
 
 
+# Kinds as module constants and the index- and scope-less results made once: looking an
+# enum member up on its class costs more than most of the tests, 500,000 times a list.
+_SETUP, _BACKWARD, _GRADIENT, _UPDATE, _ALLREDUCE, _ALLREDUCE_INPUT, _ALLREDUCE_OUTPUT = (
+    OpKind.SETUP, OpKind.BACKWARD, OpKind.GRADIENT, OpKind.UPDATE, OpKind.ALLREDUCE,
+    OpKind.ALLREDUCE_INPUT, OpKind.ALLREDUCE_OUTPUT)
+_SETUP_RESULT, _BACKWARD_RESULT, _UPDATE_RESULT, _ALLREDUCE_RESULT = (
+    (kind, None, None) for kind in (_SETUP, _BACKWARD, _UPDATE, _ALLREDUCE))
+_BROADCAST_RESULT, _OTHER_RESULT = (OpKind.BROADCAST, None, None), (OpKind.OTHER, None, None)
+
+
 def _classify(name: str) -> tuple[OpKind, Optional[int], Optional[list[str]]]:
     """:func:`classify`, plus the components under the backward scope of a backward op.
 
@@ -173,38 +183,40 @@ def _classify(name: str) -> tuple[OpKind, Optional[int], Optional[list[str]]]:
     500,000-line lists.
     """
     if name.startswith("gradient_tape/"):  # most lines of a step: skip the other tests
-        return _classify_backward(name)
+        return _classify_backward(name, _TAPE)
     if "Horovod" in name and (name.startswith("HorovodBroadcast") or "/HorovodBroadcast" in name):
-        return OpKind.BROADCAST, None, None
-    if "Allreduce/cond" in name:
-        match = _scoped(name, "Allreduce/cond", _ALLREDUCE_AT, whole=False)
+        return _BROADCAST_RESULT
+    i = name.find("Allreduce/cond")
+    if i >= 0:  # at the start of its component (the first try of _scoped), else later ones
+        match = (_ALLREDUCE_AT.match(name, name.rfind("/", 0, i) + 1)
+                 or _scoped(name, "Allreduce/cond", _ALLREDUCE_AT, whole=False))
         if match:
             index = _index(match.group(1))
             rest = name[match.end():]
             if rest.startswith("output/") or "/output/" in rest:
-                return OpKind.ALLREDUCE_OUTPUT, index, None
+                return _ALLREDUCE_OUTPUT, index, None
             if "HorovodAllreduce" in rest or "HorovodAllgather" in rest:
-                return OpKind.ALLREDUCE, index, None
-            return OpKind.ALLREDUCE_INPUT, index, None
+                return _ALLREDUCE, index, None
+            return _ALLREDUCE_INPUT, index, None
     if "HorovodAllreduce" in name:
-        return OpKind.ALLREDUCE, None, None
+        return _ALLREDUCE_RESULT
     if "LayoutOptimizer" in name or name.startswith("ConstantFolding/"):
-        return OpKind.SETUP, None, None
+        return _SETUP_RESULT
     last = name[name.rfind("/") + 1:]
     setup, _, base = _last(last)
     if setup:
-        return OpKind.SETUP, None, None
+        return _SETUP_RESULT
     if "update" in name:
         match = _scoped(name, "update", _UPDATE_AT, whole=True)
         if match:
-            return OpKind.UPDATE, _index(match.group(1)), None
+            return _UPDATE, _index(match.group(1)), None
     if "ResourceApply" in last or "SparseApply" in last or last.startswith("Apply"):
-        return OpKind.UPDATE, None, None
+        return _UPDATE_RESULT
     if "gradient" in name and _backward_scope(name) is not None:
         return _classify_backward(name)
     if base == "AddN" and "/" not in name:
-        return OpKind.BACKWARD, None, None  # sums the contributions of a variable used twice
-    return OpKind.OTHER, None, None
+        return _BACKWARD_RESULT  # sums the contributions of a variable used twice
+    return _OTHER_RESULT
 
 
 def _scoped(name: str, key: str, pattern: re.Pattern, whole: bool) -> Optional[re.Match]:
@@ -229,17 +241,23 @@ def _scoped(name: str, key: str, pattern: re.Pattern, whole: bool) -> Optional[r
     return None
 
 
-def _classify_backward(name: str) -> tuple[OpKind, Optional[int], Optional[list[str]]]:
-    """An op under a ``gradient_tape``/``gradients`` scope: setup, producer or backward."""
+_TAPE = len("gradient_tape/")
+
+
+def _classify_backward(name: str, tape: int = 0) -> tuple[OpKind, Optional[int], Optional[list[str]]]:
+    """An op under a ``gradient_tape``/``gradients`` scope: setup, producer or backward.
+    ``tape``: the name opens with ``gradient_tape/``."""
     if "LayoutOptimizer" in name:
-        return OpKind.SETUP, None, None
+        return _SETUP_RESULT
     setup, role, _ = _last(name[name.rfind("/") + 1:])
     if setup:
-        return OpKind.SETUP, None, None
+        return _SETUP_RESULT
+    if tape and name.find("/gradient", tape - 1) < 0:  # no scope nested under the first
+        return (_GRADIENT if role else _BACKWARD), None, name[tape:].split("/")
     scope = _backward_scope(name)
     if scope is None:
-        return OpKind.OTHER, None, None
-    return (OpKind.GRADIENT if role else OpKind.BACKWARD), None, scope
+        return _OTHER_RESULT
+    return (_GRADIENT if role else _BACKWARD), None, scope
 
 
 def _backward_scope(name: str) -> Optional[list[str]]:
@@ -288,15 +306,15 @@ def parse(
 ) -> Trace:
     """Parse an op list; ``progress(stage, done, total)`` is called every 50,000 lines;
     ``checked``: detection already found every line a node name."""
-    names = _valid_names(path, lines, checked)
+    numbers, names = _valid_names(path, lines, checked)
     model = _model_scope(names)
     layers = _Layers(model, {v.layer for v in variables or ()})
     ops, indexed = [], []
     append = ops.append
     other, forward, gradient = OpKind.OTHER, OpKind.FORWARD, OpKind.GRADIENT
-    classify, layer_of, known = _classify, layers.of, layers.known
+    classify, layer_of, known, new = _classify, layers.of, layers.known, tuple.__new__
     produced = _Produced(variables or ())
-    for position, (number, name) in enumerate(names):
+    for position, name in enumerate(names):
         if progress and position % 50_000 == 0:
             progress("parse", position, len(names))
         kind, index, scope = classify(name)
@@ -309,8 +327,9 @@ def parse(
             if comps[0] == model or found in known:
                 kind, layer = forward, found
         outputs = produced.by(layer, name) if kind is gradient and layer is not None else ()
-        op = Op(f"op{position}", kind, name, number, position, layer, None, None,
-                (), (), outputs, None, index)
+        number = numbers[position] if numbers else position + 1
+        op = new(Op, (f"op{position}", kind, name, number, position, layer, None, None, (), (),
+                      outputs, None, index, None, None))  # Op(...) without its Python __new__
         append(op)
         if index is not None:
             if index == -1:
@@ -321,8 +340,8 @@ def parse(
 
     if progress:
         progress("parse", len(names), len(names))
-    indices = sorted({op.index for op in indexed if op.kind in (
-        OpKind.ALLREDUCE_INPUT, OpKind.ALLREDUCE, OpKind.ALLREDUCE_OUTPUT)})
+    collective = _COLLECTIVE_KINDS
+    indices = sorted({op.index for op in indexed if op.kind in collective})
     if variables is not None and indices and indices[-1] + 1 != len(variables):
         raise SizesError(
             sizes_path, 1, f"has {len(variables)} variables but {path} names Horovod "
@@ -346,30 +365,36 @@ def abilities(horovod: bool) -> Abilities:
 _ALL_NAMES_RE = re.compile(r"(?:[A-Za-z0-9_.][A-Za-z0-9_.\-/>:]*\n)*[A-Za-z0-9_.][A-Za-z0-9_.\-/>:]*")
 
 
-def _valid_names(path: str, lines: list[str], checked: bool = False) -> list[tuple[int, str]]:
-    """(line number, node name) of the non-blank lines; the first bad line is an error.
+def _valid_names(path: str, lines: list[str],
+                 checked: bool = False) -> tuple[Optional[list[int]], list[str]]:
+    """The node names of the non-blank lines and their line numbers (``None`` when no line
+    is blank: name K is on line K + 1); the first bad line is an error.
 
     One regular expression checks all names at once; only a failure walks line by line.
     """
-    names = [(number, name) for number, name in enumerate((l.strip() for l in lines), 1) if name]
+    names = [line.strip() for line in lines]
+    numbers = None
+    if "" in names:
+        numbers = [number for number, name in enumerate(names, 1) if name]
+        names = [name for name in names if name]
     if not names:
         raise TraceFormatError(path, 1, "file is empty; expected one TensorFlow node name a line")
-    if not checked and not _ALL_NAMES_RE.fullmatch("\n".join(name for _, name in names)):
-        for number, name in names:
+    if not checked and not _ALL_NAMES_RE.fullmatch("\n".join(names)):
+        for number, name in zip(numbers or range(1, len(names) + 1), names):
             if not _NAME_RE.match(name):
                 raise TraceFormatError(
                     path, number, f"not a TensorFlow node name: {name[:60]!r}; an op list has "
                     "one executed node name a line",
                 )
-    return names
+    return numbers, names
 
 
-def _model_scope(names: list[tuple[int, str]], sample: int = 20_000) -> Optional[str]:
+def _model_scope(names: list[str], sample: int = 20_000) -> Optional[str]:
     """The scope right under ``gradient_tape/`` that most backward ops share (judged on the
     first ``sample`` backward ops)."""
     firsts: Counter = Counter()
     total = 0
-    for _, name in names:
+    for name in names:
         if "gradient" not in name:
             continue
         comps = _backward_scope(name)
@@ -386,6 +411,7 @@ def _model_scope(names: list[tuple[int, str]], sample: int = 20_000) -> Optional
     return scope if count * 2 >= total else None
 
 
+_COLLECTIVE_KINDS = frozenset({OpKind.ALLREDUCE_INPUT, OpKind.ALLREDUCE, OpKind.ALLREDUCE_OUTPUT})
 _SPARSE_UPDATES = ("Unique", "UnsortedSegmentSum")
 
 
@@ -393,24 +419,26 @@ def _sparse(indexed: list[Op]) -> set[int]:
     """Variables whose gradient is sparse (``IndexedSlices``): Horovod all-gathers it, or
     the optimizer deduplicates its indices and applies it sparsely."""
     found = set()
+    allreduce, update = OpKind.ALLREDUCE, OpKind.UPDATE
     for op in indexed:
-        last = op.name[op.name.rfind("/") + 1:]
-        if op.kind is OpKind.ALLREDUCE and "HorovodAllgather" in op.name:
-            found.add(op.index)
-        elif op.kind is OpKind.UPDATE and ("SparseApply" in last or "ResourceScatter" in last
-                                           or _split_suffix(last)[0] in _SPARSE_UPDATES):
-            found.add(op.index)
+        kind = op.kind
+        if kind is allreduce:
+            if "HorovodAllgather" in op.name:
+                found.add(op.index)
+        elif kind is update:
+            name = op.name
+            last = name[name.rfind("/") + 1:]
+            if ("SparseApply" in last or "ResourceScatter" in last
+                    or _split_suffix(last)[0] in _SPARSE_UPDATES):
+                found.add(op.index)
     return found
 
 
 def _tensors(variables: Optional[list[Variable]], indices: list[int], sparse: set[int]) -> list[Tensor]:
     if variables is not None:
-        return [
-            Tensor(f"v{v.index}", TensorKind.PARAMETER, v.name, v.nbytes, line=v.line,
-                   layer=v.layer, dtype=v.dtype, shape=v.shape, index=v.index,
-                   sparse=v.index in sparse)
-            for v in variables
-        ]
+        parameter = TensorKind.PARAMETER
+        return [Tensor(f"v{v.index}", parameter, v.name, v.nbytes, v.line, v.layer, v.dtype,
+                       v.shape, v.index, v.index in sparse) for v in variables]
     # Without a sidecar, the variables are the ones the list names (never sized by an index).
     return [Tensor(f"v{n}", TensorKind.PARAMETER, f"variable[{n}]", None, index=n, sparse=n in sparse)
             for n in indices]
@@ -440,26 +468,29 @@ def _link(tensors: list[Tensor], indexed: list[Op]) -> list[Link]:
     """Variable -> all-reduce input -> output -> update. ``indexed``: the ops naming a
     variable index, in list order (gathered while parsing, so the list is walked once)."""
     links: list[Link] = []
-    first: dict[tuple[OpKind, int], Op] = {}
+    kinds = (OpKind.ALLREDUCE_INPUT, OpKind.ALLREDUCE, OpKind.ALLREDUCE_OUTPUT, OpKind.UPDATE)
+    first: dict[OpKind, dict[int, Op]] = {kind: {} for kind in kinds}
     for op in indexed:
-        first.setdefault((op.kind, op.index), op)
-    get = first.get
-    handoff, allreduce, output_kind, update_kind = (
-        OpKind.ALLREDUCE_INPUT, OpKind.ALLREDUCE, OpKind.ALLREDUCE_OUTPUT, OpKind.UPDATE)
+        of_kind = first.get(op.kind)
+        if of_kind is not None and op.index not in of_kind:
+            of_kind[op.index] = op
+    handoffs, collectives, outputs, updates = (first[kind].get for kind in kinds)
+    handoff, allreduce, update_kind = EdgeKind.HANDOFF, EdgeKind.ALLREDUCE, EdgeKind.UPDATE
+    append, new = links.append, tuple.__new__  # Link(...) without its Python __new__
     for tensor in tensors:
         n = tensor.index
-        handed, collective = get((handoff, n)), get((allreduce, n))
+        handed, collective = handoffs(n), collectives(n)
         if handed is None or (collective is not None and collective.position < handed.position):
             handed = collective
         previous = tensor.id
         if handed is not None:
-            links.append(Link(tensor.id, handed.id, EdgeKind.HANDOFF))
+            append(new(Link, (previous, handed.id, handoff)))
             previous = handed.id
-        output = get((output_kind, n))
+        output = outputs(n)
         if output is not None:
-            links.append(Link(previous, output.id, EdgeKind.ALLREDUCE))
+            append(new(Link, (previous, output.id, allreduce)))
             previous = output.id
-        update = get((update_kind, n))
+        update = updates(n)
         if update is not None:
-            links.append(Link(previous, update.id, EdgeKind.UPDATE))
+            append(new(Link, (previous, update.id, update_kind)))
     return links

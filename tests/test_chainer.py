@@ -144,3 +144,23 @@ def test_an_unused_output_does_not_start_backward(dump, tmp_path):
     dump.forward("Sum", [s], [loss], 3)
     trace = load_trace(dump.write(tmp_path / "t.txt"))
     assert names(trace) == ["/n/W", "/b/W", "/a/W"]
+
+
+def test_forward_cycles_found_whether_or_not_ranks_rise():
+    """Rising ranks prove a forward graph acyclic in one pass; ranks that do not rise
+    (equal, or missing) fall back to the full search, which finds a cycle or none."""
+    from tracecli.model import Op, Tensor, Trace
+
+    def trace(ranks, edges):  # edges: (op, input tensor, output tensor)
+        ops = [Op(f"op{k}", OpKind.FORWARD, "F", k + 1, k, rank=r, inputs=(i,), outputs=(o,))
+               for k, (r, (i, o)) in enumerate(zip(ranks, edges))]
+        tensors = [Tensor(f"t{k}", TensorKind.ACTIVATION, "_", 4) for k in range(4)]
+        return Trace.build("x", "chainer", ops, tensors)
+
+    chain = [("t0", "t1"), ("t1", "t2"), ("t2", "t3")]
+    loop = [("t0", "t1"), ("t1", "t2"), ("t2", "t1")]
+    assert trace([0, 1, 2], chain).find_forward_cycle() is None
+    assert trace([0, 0, 0], chain).find_forward_cycle() is None
+    assert trace([None, None, None], chain).find_forward_cycle() is None
+    assert sorted(trace([0, 1, 2], loop).find_forward_cycle()) == ["op1", "op2"]
+    assert sorted(trace([5, 5, 5], loop).find_forward_cycle()) == ["op1", "op2"]

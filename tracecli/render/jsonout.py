@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import json.encoder  # c_make_encoder: the C encoder, made once
 from typing import Any
 
 from ..analysis import Readiness, SizeReport

@@ -25,6 +25,7 @@ schema's vocabulary (``NodeType``, ``CollectiveCommType``) where one exists.
 from __future__ import annotations
 
 import enum
+import math
 from collections import Counter, defaultdict
 from operator import attrgetter
 from types import MappingProxyType
@@ -240,10 +241,7 @@ class Tensor(NamedTuple):
     def elements(self) -> Optional[int]:
         """Element count from the shape, else from bytes and dtype; ``None`` if unknown."""
         if self.shape is not None:
-            n = 1
-            for d in self.shape:
-                n *= d
-            return n
+            return math.prod(self.shape)
         if self.nbytes is not None and self.dtype in DTYPE_BYTES:
             return self.nbytes // DTYPE_BYTES[self.dtype]
         return None

@@ -13,11 +13,10 @@ import contextlib
 import math
 import os
 import sys
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import click
 from click.core import ParameterSource
-from rich.console import Console
 
 from . import __version__
 from ._gc import gc_paused
@@ -33,9 +32,12 @@ from .pipeline import (
 from .planning import NETWORKS, STRATEGIES, StrategyOptions
 from .planning.asrun import AS_RUN
 from .planning.costmodel import ALGORITHMS
-from .render import jsonout, plans, tables
+from .render import jsonout
 from .session import STATE_DIR, Session
 from .units import parse_size
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = ["cli"]
 
@@ -88,7 +90,10 @@ class _Group(click.Group):
 
 def console() -> Console:
     """stdout console: colour only on a terminal; 140 columns into pipes and files
-    (unless COLUMNS says otherwise), the terminal's width on one."""
+    (unless COLUMNS says otherwise), the terminal's width on one. (rich, its tables and
+    the views are imported where they are used: JSON output never needs them.)"""
+    from rich.console import Console
+
     out = Console(highlight=False, soft_wrap=False)
     if not out.is_terminal and "COLUMNS" not in os.environ:
         out = Console(highlight=False, soft_wrap=False, width=140)
@@ -259,8 +264,13 @@ BIG_TRACE_BYTES = 8 * 1024 * 1024  # a progress bar for traces that take seconds
 @contextlib.contextmanager
 def progress_bar(enabled: bool):
     """A rich progress bar on stderr when it is a terminal; a no-op callback otherwise."""
+    if not enabled:
+        yield None
+        return
+    from rich.console import Console
+
     err = Console(stderr=True)
-    if not enabled or not err.is_terminal:
+    if not err.is_terminal:
         yield None
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -378,10 +388,10 @@ def inspect(ctx, trace, fmt, sizes, step, top, per_gradient, as_json, **kw):
     if not remembered:
         _remember(ctx, path, fmt, sizes, step)
     if as_json:
-        doc = jsonout.inspect_doc(t, ready, report, details)
-        doc["readiness"]["compute_source"] = source
-        click.echo(jsonout.dumps(doc), nl=False)
+        click.echo(jsonout.inspect_json(t, ready, report, details, source), nl=False)
         return
+    from .render import tables
+
     console().print(tables.inspect_view(t, ready, report, top=top, per_gradient=per_gradient,
                                         details=details, compute_source=source))
 
@@ -457,6 +467,8 @@ def plan_buckets(ctx, trace, fmt, sizes, step, do_compare, top, as_json, out, ch
         _notice(notice)
     plan = planned.plan
     plan_text = jsonout.dumps(jsonout.plan_doc(plan))
+    from .render import plans
+
     if as_json:
         click.echo(jsonout.dumps(jsonout.compare_doc(planned.rows)) if do_compare else plan_text,
                    nl=False)
@@ -595,6 +607,8 @@ def replay(ctx, trace, fmt, sizes, step, plan_file, iters, warmup, baseline, dry
         if as_json:
             click.echo(jsonout.dumps(plan.to_json()), nl=False)
         else:
+            from .render import plans
+
             console().print(plans.plan_view(plan, top))
             _lines([f"dry run: {world} ranks ({backend}) would replay {iters} iterations after "
                     f"{warmup} warm-up; nothing was started"])

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import json.encoder  # c_make_encoder: the C encoder, made once
-from typing import Any
+from typing import Any, Optional
 
 from ..analysis import Readiness, SizeReport
 from ..model import Trace
+from .jsonrows import Encoded, gradient_rows, layer_rows
 
-__all__ = ["dumps", "inspect_doc"]
+__all__ = ["dumps", "inspect_doc", "inspect_json"]
 
 
 _COMPACT = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(", ", ": "))
@@ -51,6 +52,10 @@ def dumps(doc: Any) -> str:
 
 def _encode(value: Any, depth: int) -> str:
     pad = "  " * (depth + 1)
+    if type(value) is Encoded:
+        if not value:
+            return "[]"
+        return "[\n" + pad + f",\n{pad}".join(value) + "\n" + "  " * depth + "]"
     if depth < 2 and isinstance(value, dict) and value:
         items = (f"{pad}{_COMPACT.encode(str(k))}: {_encode(v, depth + 1)}" for k, v in value.items())
         return "{\n" + ",\n".join(items) + "\n" + "  " * depth + "}"
@@ -74,6 +79,24 @@ def inspect_doc(trace: Trace, ready: Readiness, sizes: SizeReport,
     (shapes and ready times from the compute model).
     """
     extra = extra_gradient_fields or {}
+    return _document(trace, ready, sizes, _gradient_dicts(ready, extra), _layer_dicts(ready))
+
+
+def inspect_json(trace: Trace, ready: Readiness, sizes: SizeReport, extra_gradient_fields=None,
+                 compute_source: Optional[str] = None) -> str:
+    """``dumps`` of :func:`inspect_doc` with ``readiness.compute_source`` set: the same
+    text, its rows written straight from the records where their values allow."""
+    extra = extra_gradient_fields or {}
+    gradients = gradient_rows(ready, extra)
+    layers = layer_rows(ready)
+    doc = _document(trace, ready, sizes,
+                    gradients if gradients is not None else _gradient_dicts(ready, extra),
+                    layers if layers is not None else _layer_dicts(ready))
+    doc["readiness"]["compute_source"] = compute_source
+    return dumps(doc)
+
+
+def _gradient_dicts(ready: Readiness, extra: dict) -> list[dict]:
     gradients = []
     for g in ready.gradients:
         gradients.append({
@@ -90,6 +113,10 @@ def inspect_doc(trace: Trace, ready: Readiness, sizes: SizeReport,
             "sparse": g.sparse,
             **extra.get(g.tensor_id, {}),  # a key given twice keeps its first place
         })
+    return gradients
+
+
+def _layer_dicts(ready: Readiness) -> list[dict]:
     layers = []
     cumulative = 0
     for layer in ready.layers:
@@ -106,6 +133,11 @@ def inspect_doc(trace: Trace, ready: Readiness, sizes: SizeReport,
             "tensors": list(layer.tensors),
             "cumulative_bytes": cumulative,
         })
+    return layers
+
+
+def _document(trace: Trace, ready: Readiness, sizes: SizeReport, gradients: list,
+              layers: list) -> dict:
     return {
         "trace": {
             "path": trace.path,

@@ -100,6 +100,13 @@ def console() -> Console:
     return out
 
 
+def _machine(text: str) -> None:
+    """JSON, GraphML or the replay's JSON report on standard output, as it is: it holds no
+    terminal escapes (JSON escapes control characters), so click need not scan tens of
+    megabytes for them."""
+    click.echo(text, nl=False, color=True)
+
+
 def _notice(text: Optional[str]) -> None:
     if text:
         click.secho(f"tracecli: {text}", fg="yellow", err=True)
@@ -388,7 +395,7 @@ def inspect(ctx, trace, fmt, sizes, step, top, per_gradient, as_json, **kw):
     if not remembered:
         _remember(ctx, path, fmt, sizes, step)
     if as_json:
-        click.echo(jsonout.inspect_json(t, ready, report, details, source), nl=False)
+        _machine(jsonout.inspect_json(t, ready, report, details, source))
         return
     from .render import tables
 
@@ -422,7 +429,7 @@ def _write(outputs: Outputs, option: str, text) -> None:
     say what was written."""
     if outputs.path(option) == "-":
         for chunk in [text] if isinstance(text, str) else text:
-            click.echo(chunk, nl=False)
+            _machine(chunk)
         return
     _notice(f"wrote {outputs.write(option, text)}")
 
@@ -470,8 +477,7 @@ def plan_buckets(ctx, trace, fmt, sizes, step, do_compare, top, as_json, out, ch
     from .render import plans
 
     if as_json:
-        click.echo(jsonout.dumps(jsonout.compare_doc(planned.rows)) if do_compare else plan_text,
-                   nl=False)
+        _machine(jsonout.dumps(jsonout.compare_doc(planned.rows)) if do_compare else plan_text)
     elif do_compare:
         console().print(plans.compare_view(planned.rows, plan))
         _lines(plans.compare_advice(planned.rows))
@@ -605,7 +611,7 @@ def replay(ctx, trace, fmt, sizes, step, plan_file, iters, warmup, baseline, dry
                 "nvlink-h100 preset (pass --network or --calibration)")
         plan = job.plan(cost)
         if as_json:
-            click.echo(jsonout.dumps(plan.to_json()), nl=False)
+            _machine(jsonout.dumps(plan.to_json()))
         else:
             from .render import plans
 
@@ -623,7 +629,7 @@ def replay(ctx, trace, fmt, sizes, step, plan_file, iters, warmup, baseline, dry
                             "written")
     report = jsonout.dumps(doc)
     if as_json:
-        click.echo(report, nl=False)
+        _machine(report)
     else:
         from .render.replay import replay_view
 
@@ -679,7 +685,7 @@ def calibrate(min_size, max_size, points, warmup, iters, as_json, out, force, **
     if doc is None:
         return
     if as_json:
-        click.echo(jsonout.dumps(doc), nl=False)
+        _machine(jsonout.dumps(doc))
     else:
         from .render.replay import calibration_view
 
@@ -695,7 +701,7 @@ def status(ctx, as_json):
     """What this directory's session remembers (./.tracecli/; delete it to reset)."""
     session = _session(ctx)
     if as_json:
-        click.echo(jsonout.dumps(session.to_json()), nl=False)
+        _machine(jsonout.dumps(session.to_json()))
         return
     from .render.status import status_lines
 

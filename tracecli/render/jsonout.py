@@ -47,22 +47,33 @@ def dumps(doc: Any) -> str:
       "n": [1, 2]
     }
     """
-    return _encode(doc, 0) + "\n"
+    parts: list[str] = []
+    _encode(doc, 0, parts)
+    parts.append("\n")
+    return "".join(parts)  # one copy of a text that may be tens of megabytes
 
 
-def _encode(value: Any, depth: int) -> str:
+def _encode(value: Any, depth: int, parts: list[str]) -> None:
+    """Append the text of ``value`` at ``depth`` to ``parts``."""
     pad = "  " * (depth + 1)
+    end = "\n" + "  " * depth
     if type(value) is Encoded:
         if not value:
-            return "[]"
-        return "[\n" + pad + f",\n{pad}".join(value) + "\n" + "  " * depth + "]"
+            parts.append("[]")
+            return
+        parts += ("[\n", pad, f",\n{pad}".join(value), end, "]")
+        return
     if depth < 2 and isinstance(value, dict) and value:
-        items = (f"{pad}{_COMPACT.encode(str(k))}: {_encode(v, depth + 1)}" for k, v in value.items())
-        return "{\n" + ",\n".join(items) + "\n" + "  " * depth + "}"
+        parts.append("{\n")
+        for k, (key, item) in enumerate(value.items()):
+            parts += (",\n" if k else "", pad, _COMPACT.encode(str(key)), ": ")
+            _encode(item, depth + 1, parts)
+        parts += (end, "}")
+        return
     if depth < 2 and isinstance(value, list) and value and isinstance(value[0], (dict, list)):
-        rows = (pad + _encode_row(v) for v in value)
-        return "[\n" + ",\n".join(rows) + "\n" + "  " * depth + "]"
-    return _COMPACT.encode(value)
+        parts += ("[\n", pad, f",\n{pad}".join(map(_encode_row, value)), end, "]")
+        return
+    parts.append(_COMPACT.encode(value))
 
 
 def _number(x):

@@ -143,3 +143,25 @@ def test_one_rank_replay_is_refused_at_once():
     started = time.monotonic()
     assert_error(run("replay", VGG, "--gpus", "1"), "tracecli replay", "--gpus", "1")
     assert time.monotonic() - started < 5
+
+
+def test_a_long_line_is_found_wherever_it_lies_in_a_chunk():
+    """Lines wholly inside a read chunk are measured only when they could be too long;
+    lines across chunks are counted as they go."""
+    import io
+
+    from tracecli.errors import TraceFormatError
+    from tracecli.inputfile import read_limited
+
+    def read(data: bytes, max_line: int) -> bytes:
+        return read_limited(io.BytesIO(data), "t.txt", 1 << 30, TraceFormatError, "trace",
+                            max_line=max_line)
+
+    assert read(b"a\n" + b"x" * 10 + b"\nb\n", 10) == b"a\n" + b"x" * 10 + b"\nb\n"
+    for data in (b"a\n" + b"x" * 11 + b"\nb\n", b"x" * 11 + b"\nb\n", b"a\nb\n" + b"x" * 11):
+        with pytest.raises(TraceFormatError, match="a line of more than"):
+            read(data, 10)
+    big = b"y\n" * 100_000 + b"z" * 2_000_000 + b"\n"  # across 1 MiB chunks
+    assert read(big, 2_000_000) == big
+    with pytest.raises(TraceFormatError, match="a line of more than"):
+        read(big, 1_999_999)

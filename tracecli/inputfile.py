@@ -80,7 +80,10 @@ def read_limited(stream: BinaryIO, path: str, limit: int, error: ErrorType, what
                 since_newline += len(chunk)
             else:
                 first = chunk.find(b"\n")
-                longest = max(since_newline + first, _longest_line(chunk, first, last))
+                # lines between the first and last newline: none is longer than max_line
+                # when all of them together are not (the common case: no split to look)
+                inner = _longest_line(chunk, first, last) if last - first - 1 > max_line else 0
+                longest = max(since_newline + first, inner)
                 since_newline = len(chunk) - last - 1
                 if longest > max_line:
                     since_newline = longest

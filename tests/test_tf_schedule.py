@@ -187,3 +187,21 @@ def test_detection_reads_the_whole_list(tmp_path):
     prose = tmp_path / "prose.txt"
     prose.write_text("\n".join(placeholders) + "\nthis line is prose, not a node\n")
     assert_error(run("inspect", prose), f"{prose}:1:", "cannot tell the trace format")
+
+
+def test_flat_layer_finder_agrees_with_its_definition():
+    """The bound finder for flat (Keras) layer names answers as _Layers.of does."""
+    import random
+
+    from tracecli.parsers import tf_schedule as tf
+
+    rng = random.Random(3)
+    parts = ["model", "dense", "conv1", "", "x", "MatMul", "gradient_tape"]
+    for _ in range(5_000):
+        model = rng.choice(["model", "", None, "x"])
+        known = set(rng.sample(["dense", "conv1", "x", "", "model"], rng.randint(1, 3)))
+        layers = tf._Layers(model, known)
+        if layers.depth != 1:
+            continue
+        comps = [rng.choice(parts) for _ in range(rng.randint(1, 5))]
+        assert layers.of(comps) == tf._Layers.of(layers, comps), (model, known, comps)

@@ -174,7 +174,13 @@ def _producer_rows(trace: Trace, schedule: list[Op], source: str):
 def _op_list_rows(trace: Trace, backward: list[Op]):
     """``backward``: the backward ops in list order (the schedule of an op list)."""
     backward_positions = [op.position for op in backward]  # sorted: file order
-    last_of_layer = {op.layer: op for op in backward if op.layer is not None}
+    ends: dict[str, Op] = {}  # each layer's last backward op: made when first needed
+
+    def last_of_layer() -> dict[str, Op]:
+        if not ends:
+            ends.update((op.layer, op) for op in backward if op.layer is not None)
+        return ends
+
     parameters = trace.parameters()
     handoff_of = trace.links_of_kind(EdgeKind.HANDOFF)
     handoffs = [handoff_of.get(t.id) for t in parameters]
@@ -189,8 +195,8 @@ def _op_list_rows(trace: Trace, backward: list[Op]):
             op, source = linked[handoff[0]], "horovod"
         elif producers := trace.gradient_producers(tensor.id):
             op, source = producers[-1], "producer"
-        elif tensor.layer in last_of_layer:
-            op, source = last_of_layer[tensor.layer], "fallback"
+        elif tensor.layer in last_of_layer():
+            op, source = ends[tensor.layer], "fallback"
         elif updated:
             update = linked[updated[0]]
             ran = bisect.bisect_left(backward_positions, update.position)  # before its update
@@ -211,13 +217,14 @@ def _layers(gradients: tuple[GradientReady, ...]) -> tuple[LayerReady, ...]:
         if g.layer is not None:
             groups.setdefault(g.layer, []).append(g)
     result = []
+    new = tuple.__new__  # LayerReady(...) without its Python __new__
     for i, (name, members) in enumerate(groups.items()):
         sizes = [g.nbytes for g in members]
         nbytes = None if None in sizes else sum(sizes)
         counts = [g.elements for g in members]
         elements = None if None in counts else sum(counts)
-        result.append(LayerReady(name, i, members[0].backward_position,
-                                 tuple(g.name for g in members), nbytes, elements))
+        result.append(new(LayerReady, (name, i, members[0].backward_position,
+                                       tuple([g.name for g in members]), nbytes, elements)))
     return tuple(result)
 
 

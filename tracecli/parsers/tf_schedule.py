@@ -276,6 +276,8 @@ class _Layers:
         self.model = model
         self.known = known
         self.depth = max((layer.count("/") + 1 for layer in known), default=0)
+        if self.depth == 1:
+            self.of = _flat_layers(model, known)
 
     def of(self, comps: list[str]) -> Optional[str]:
         if self.depth == 1:  # flat layer names (Keras): one lookup instead of a search
@@ -294,6 +296,21 @@ class _Layers:
         if self.model and comps[0] == self.model:
             comps = comps[1:]
         return comps[0] if len(comps) >= 2 else None
+
+
+def _flat_layers(model: Optional[str], known: set[str]):
+    """``_Layers.of`` for flat layer names (Keras), its lookups bound once (it runs for
+    most lines of a list)."""
+    def of(comps: list[str]) -> Optional[str]:
+        first, n = comps[0], len(comps)
+        if n >= 2 and first in known:
+            return first
+        if first == model and n >= 3 and comps[1] in known:
+            return comps[1]
+        if model and first == model:
+            return comps[1] if n >= 3 else None
+        return first if n >= 2 else None
+    return of
 
 
 def parse(

@@ -101,9 +101,9 @@ def console() -> Console:
 
 
 def _machine(text: str) -> None:
-    """JSON, GraphML or the replay's JSON report on standard output, as it is: it holds no
-    terminal escapes (JSON escapes control characters), so click need not scan tens of
-    megabytes for them."""
+    """JSON or GraphML on standard output byte for byte: click would otherwise scan tens of
+    megabytes for terminal escapes to strip (JSON has none: it escapes control characters;
+    any in exported data are data, not colours)."""
     click.echo(text, nl=False, color=True)
 
 

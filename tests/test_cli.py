@@ -284,3 +284,14 @@ def test_parsers_report_progress(tmp_path):
     load_trace(RESNET, LoadOptions(progress=lambda *a: seen.append(a)))
     assert seen[0] == ("parse", 0, 2467) and seen[-1] == ("parse", 2467, 2467)
     assert len(trace.ops()) == 92
+
+
+def test_tables_stop_at_a_thousand_rows_unless_told():
+    from tracecli.render.tables import DEFAULT_ROWS, hidden_caption, truncated
+
+    rows = list(range(DEFAULT_ROWS + 500))
+    assert truncated(rows, None) == (rows[:DEFAULT_ROWS], 500)
+    assert truncated(rows, 5000) == (rows, 0)
+    assert truncated(rows, 3) == (rows[:3], len(rows) - 3)
+    assert truncated(rows[:10], None) == (rows[:10], 0)
+    assert hidden_caption(500, "row") == "500 more rows (--top N shows N; --json has them all)"

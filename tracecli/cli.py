@@ -375,8 +375,8 @@ trace_argument = click.argument("trace", required=False, metavar="[TRACE]")
 @cli.command()
 @trace_argument
 @load_options
-@click.option("--top", type=click.IntRange(min=1), help="Show only the first N rows of tables "
-              "(default: all).")
+@click.option("--top", type=click.IntRange(min=1), help="Show the first N rows of tables "
+              "(default: 1,000; --json has every row).")
 @click.option("--per-gradient", is_flag=True, help="One readiness row per gradient, not per layer.")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON document (see the README).")
 @compute_options
@@ -442,8 +442,8 @@ def _write(outputs: Outputs, option: str, text) -> None:
 @compute_options
 @click.option("--compare", "do_compare", is_flag=True,
               help="Every strategy side by side, and each framework's best settings.")
-@click.option("--top", type=click.IntRange(min=1), help="Show only the first N buckets "
-              "(default: all).")
+@click.option("--top", type=click.IntRange(min=1), help="Show the first N buckets "
+              "(default: 1,000; --json has every bucket).")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON (see the README).")
 @click.option("--out", metavar="PLAN.json", help="Write the plan file replay reads with --plan.")
 @click.option("--chrome-trace", metavar="FILE", help="Write a Chrome/Perfetto timeline.")
@@ -545,8 +545,8 @@ ranks_option = click.option("--gpus", type=click.IntRange(2, 4096), default=2, s
               "(the replay's own overhead).")
 @click.option("--dry-run", is_flag=True, help="Check everything and show the plan that would be "
               "replayed, with its prediction; start no rank.")
-@click.option("--top", type=click.IntRange(min=1), help="Show only the first N buckets "
-              "(default: all).")
+@click.option("--top", type=click.IntRange(min=1), help="Show the first N buckets "
+              "(default: 1,000; --json has every bucket).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (see the README).")
 @click.option("--out", metavar="FILE", help="Write the JSON report to FILE.")
 @click.option("--chrome-trace", metavar="FILE", help="Predicted and measured tracks side by side.")

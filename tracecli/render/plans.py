@@ -15,7 +15,7 @@ from rich.text import Text
 from ..planning.plan import is_default
 from ..units import format_size
 from .chrome import chrome_trace, complete_event
-from .tables import format_ms as _ms, new_table, plural, truncated, value_columns
+from .tables import format_ms as _ms, hidden_caption, new_table, plural, truncated, value_columns
 
 __all__ = ["plan_view", "compare_view", "plan_chrome_trace", "plan_advice", "compare_advice"]
 
@@ -71,7 +71,7 @@ def plan_view(plan, top: Optional[int] = None) -> Group:
     for row in shown:
         table.add_row(*row)
     if hidden:
-        table.caption = f"{plural(hidden, 'more bucket')} (--top to show more)"
+        table.caption = hidden_caption(hidden, "bucket")
     return Group(plan_header(plan), buckets, plan_summary(plan))
 
 

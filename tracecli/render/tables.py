@@ -40,11 +40,21 @@ def format_ms(x: Optional[float]) -> str:
     return "-" if x is None else f"{x:,.3f}"
 
 
+DEFAULT_ROWS = 1000  # without --top: past this a table goes unread, and takes rich seconds
+
+
 def truncated(rows: list, top: Optional[int]) -> tuple[list, int]:
-    """The first ``top`` rows and how many were left out."""
-    if top is None or top >= len(rows):
+    """The first ``top`` rows (without ``--top``, the first :data:`DEFAULT_ROWS`) and how
+    many were left out."""
+    limit = DEFAULT_ROWS if top is None else top
+    if limit >= len(rows):
         return rows, 0
-    return rows[:top], len(rows) - top
+    return rows[:limit], len(rows) - limit
+
+
+def hidden_caption(hidden: int, noun: str) -> str:
+    """The caption under a table that left ``hidden`` rows out."""
+    return f"{plural(hidden, 'more ' + noun)} (--top N shows N; --json has them all)"
 
 
 def value_columns(table: Table, headers: list[str], rows: list[list[str]], start: int = 0) -> "Whole":
@@ -143,7 +153,7 @@ def readiness_table(ready: Readiness, top: Optional[int], per_gradient: bool,
     for row in shown:
         table.add_row(*row)
     if hidden:
-        table.caption = f"{plural(hidden, 'more row')} (--top to show more)"
+        table.caption = hidden_caption(hidden, "row")
     return table
 
 
@@ -164,7 +174,7 @@ def collectives_table(trace: Trace, top: Optional[int]) -> Table:
     for row in shown:
         table.add_row(*row)
     if hidden:
-        table.caption = f"{plural(hidden, 'more collective')} (--top to show more)"
+        table.caption = hidden_caption(hidden, "collective")
     return table
 
 

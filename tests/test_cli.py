@@ -287,11 +287,17 @@ def test_parsers_report_progress(tmp_path):
 
 
 def test_tables_stop_at_a_thousand_rows_unless_told():
-    from tracecli.render.tables import DEFAULT_ROWS, hidden_caption, truncated
+    from rich.table import Table
+
+    from tracecli.render.tables import DEFAULT_ROWS, add_rows, truncated
 
     rows = list(range(DEFAULT_ROWS + 500))
     assert truncated(rows, None) == (rows[:DEFAULT_ROWS], 500)
     assert truncated(rows, 5000) == (rows, 0)
     assert truncated(rows, 3) == (rows[:3], len(rows) - 3)
     assert truncated(rows[:10], None) == (rows[:10], 0)
-    assert hidden_caption(500, "row") == "500 more rows (--top N shows N; --json has them all)"
+    table = Table()
+    table.add_column("x")
+    add_rows(table, [["1"]], 500, "row")
+    assert table.row_count == 1
+    assert table.caption == "500 more rows (--top N shows N; --json has them all)"

@@ -313,10 +313,15 @@ def _session(ctx: click.Context) -> Session:
     return obj["session"]
 
 
-def _say_notices(session: Session) -> None:
+def _silent_rank() -> bool:
+    """Under torchrun, every rank runs the CLI; rank 0 speaks for all."""
     from .replay.launcher import in_torchrun
 
-    if not (in_torchrun() and os.environ.get("RANK") != "0"):  # rank 0 speaks for all
+    return in_torchrun() and os.environ.get("RANK") != "0"
+
+
+def _say_notices(session: Session) -> None:
+    if not _silent_rank():
         for notice in session.notices:
             _notice(notice)
     session.notices.clear()
@@ -565,7 +570,7 @@ def replay(ctx, trace, fmt, sizes, step, plan_file, iters, warmup, baseline, dry
 
     launch = Launch(kw["gpus"], kw["backend"], kw["timeout"], _fault(kw["inject_fault"]))
     world = int(os.environ["WORLD_SIZE"]) if in_torchrun() else launch.gpus
-    quiet = in_torchrun() and os.environ.get("RANK") != "0"
+    quiet = _silent_rank()
     say = (lambda text: None) if quiet else _notice
     if trace is not None and plan_file:
         say(f"--plan {plan_file} is replayed; TRACE {trace} is ignored")
@@ -669,7 +674,7 @@ def calibrate(min_size, max_size, points, warmup, iters, as_json, out, force, **
     outputs = Outputs(force)
     outputs.claim("--out", out)
     launch = Launch(kw["gpus"], kw["backend"], kw["timeout"], _fault(kw["inject_fault"]))
-    quiet = in_torchrun() and os.environ.get("RANK") != "0"
+    quiet = _silent_rank()
     world = int(os.environ["WORLD_SIZE"]) if in_torchrun() else launch.gpus
     backend, notice = resolve_backend(launch)
     if not in_torchrun():

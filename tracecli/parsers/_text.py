@@ -5,18 +5,9 @@ from __future__ import annotations
 from ..errors import TraceFormatError
 from ..units import format_size
 
-__all__ = ["decode_text", "split_lines", "decode_lines", "MAX_LINE_CHARS"]
+__all__ = ["decode_text", "split_lines", "MAX_LINE_CHARS"]
 
 MAX_LINE_CHARS = 1 << 20
-
-
-def decode_lines(path: str, data: bytes) -> list[str]:
-    """The text's lines without line endings (``\\n`` or ``\\r\\n``).
-
-    A NUL byte or bytes that are not UTF-8 mean a binary file; a line longer than
-    :data:`MAX_LINE_CHARS` is no trace line. Both are reported at their line.
-    """
-    return split_lines(path, decode_text(path, data))
 
 
 def decode_text(path: str, data: bytes) -> str:
@@ -37,7 +28,8 @@ def decode_text(path: str, data: bytes) -> str:
 
 
 def split_lines(path: str, text: str) -> list[str]:
-    """Lines without their endings; one longer than :data:`MAX_LINE_CHARS` is an error."""
+    """Lines without their endings (``\\n`` or ``\\r\\n``); one longer than
+    :data:`MAX_LINE_CHARS` is no trace line, an error at its line."""
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()

@@ -15,7 +15,7 @@ from rich.text import Text
 from ..planning.plan import is_default
 from ..units import format_size
 from .chrome import chrome_trace, complete_event
-from .tables import format_ms as _ms, hidden_caption, new_table, plural, truncated, value_columns
+from .tables import add_rows, format_ms as _ms, new_table, plural, truncated, value_columns
 
 __all__ = ["plan_view", "compare_view", "plan_chrome_trace", "plan_advice", "compare_advice"]
 
@@ -68,10 +68,7 @@ def plan_view(plan, top: Optional[int] = None) -> Group:
                      _ms(b.start_ms), _ms(b.end_ms), _ms(b.duration_ms)])
     shown, hidden = truncated(rows, top)
     buckets = value_columns(table, ["bytes", "ready", "start", "end", "comm"], shown, start=3)
-    for row in shown:
-        table.add_row(*row)
-    if hidden:
-        table.caption = hidden_caption(hidden, "bucket")
+    add_rows(table, shown, hidden, "bucket")
     return Group(plan_header(plan), buckets, plan_summary(plan))
 
 

@@ -9,7 +9,7 @@ from rich.text import Text
 
 from ..units import format_size
 from .chrome import chrome_trace, complete_event
-from .tables import format_ms as _ms, hidden_caption, new_table, plural, truncated, value_columns
+from .tables import add_rows, format_ms as _ms, new_table, plural, truncated, value_columns
 
 __all__ = ["replay_view", "calibration_view", "replay_chrome_trace"]
 
@@ -38,10 +38,7 @@ def replay_view(doc: dict, top: Optional[int] = None) -> Group:
     buckets = value_columns(table, ["#", "bytes", "pred start", "meas start", "pred end",
                                     "meas end", "pred comm", "meas comm"]
                             + (["bare comm"] if bare else []), shown)
-    for row in shown:
-        table.add_row(*row)
-    if hidden:
-        table.caption = hidden_caption(hidden, "bucket")
+    add_rows(table, shown, hidden, "bucket")
     summary = new_table("Iteration")
     lines = [["iteration ms", _ms(p["iteration_ms"]), _ms(m["iteration_ms"]),
               _ms(m["iteration_p90_ms"]), f"{doc['error_pct']:+.1f}%"],

@@ -13,7 +13,8 @@ from ..analysis import Readiness, SizeReport
 from ..model import Trace
 from ..units import format_size
 
-__all__ = ["inspect_view", "truncated", "format_ms", "plural", "new_table", "value_columns"]
+__all__ = ["inspect_view", "truncated", "add_rows", "format_ms", "plural", "new_table",
+           "value_columns"]
 
 
 def new_table(title: str) -> Table:
@@ -52,9 +53,12 @@ def truncated(rows: list, top: Optional[int]) -> tuple[list, int]:
     return rows[:limit], len(rows) - limit
 
 
-def hidden_caption(hidden: int, noun: str) -> str:
-    """The caption under a table that left ``hidden`` rows out."""
-    return f"{plural(hidden, 'more ' + noun)} (--top N shows N; --json has them all)"
+def add_rows(table: Table, shown: list[list[str]], hidden: int, noun: str) -> None:
+    """Add the rows :func:`truncated` kept; a caption says how many ``noun`` it left out."""
+    for row in shown:
+        table.add_row(*row)
+    if hidden:
+        table.caption = f"{plural(hidden, 'more ' + noun)} (--top N shows N; --json has them all)"
 
 
 def value_columns(table: Table, headers: list[str], rows: list[list[str]], start: int = 0) -> "Whole":
@@ -150,10 +154,7 @@ def readiness_table(ready: Readiness, top: Optional[int], per_gradient: bool,
                          _size(item.nbytes), _size(cumulative), str(item.backward_position),
                          format_ms(info.get("ready_ms"))])
     shown, hidden = truncated(rows, top)
-    for row in shown:
-        table.add_row(*row)
-    if hidden:
-        table.caption = hidden_caption(hidden, "row")
+    add_rows(table, shown, hidden, "row")
     return table
 
 
@@ -171,10 +172,7 @@ def collectives_table(trace: Trace, top: Optional[int]) -> Table:
                      c.dtype or "?", format_ms(c.launch_ms), format_ms(c.start_ms),
                      format_ms(c.end_ms), format_ms(took)])
     shown, hidden = truncated(rows, top)
-    for row in shown:
-        table.add_row(*row)
-    if hidden:
-        table.caption = hidden_caption(hidden, "collective")
+    add_rows(table, shown, hidden, "collective")
     return table
 
 

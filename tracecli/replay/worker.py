@@ -119,10 +119,10 @@ def _barrier(backend: str, device: torch.device) -> None:
     dist.barrier(**({"device_ids": [device.index]} if backend == "nccl" else {}))
 
 
-def _timed_collective(buf, backend: str, device) -> float:
-    """ms of one blocking collective (a tensor: all-reduce; a :class:`BucketBuffer`: its own)
-    started right after a barrier (CUDA events on GPU)."""
-    run = buf.launch if isinstance(buf, BucketBuffer) else (lambda: dist.all_reduce(buf))
+def _timed_collective(buf: BucketBuffer, backend: str, device) -> float:
+    """ms of one blocking run of the bucket's collective started right after a barrier
+    (CUDA events on GPU)."""
+    run = buf.launch
     _barrier(backend, device)
     if backend == "nccl":
         start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

@@ -1,0 +1,164 @@
+"""Every command's output on the samples, byte for byte, before and after a change.
+
+Runs the same commands with two versions of tracecli (a git revision, checked out into a
+temporary worktree, and this tree) and compares what each printed (stdout, stderr, exit
+status) and every file it wrote. Refactors must leave them identical; a deliberate change
+shows here as a diff to explain.
+
+    python benchmarks/output_diff.py                 # against the revision below
+    python benchmarks/output_diff.py --base HEAD~3   # against another revision
+    python benchmarks/output_diff.py --list          # the commands, one a line
+
+Only deterministic commands are run: replay and calibrate measure, so they appear as
+``replay --dry-run`` (which checks and predicts without starting ranks).
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BASE = "acf91ab"  # main before the house work of issue 14
+S = ROOT / "sample_traces"
+K = ROOT / "tests" / "fixtures" / "kineto"
+VGG, RESNET, A100 = S / "vgg19_chainer.txt", S / "resnet50_horovod_tf.txt", \
+    S / "resnet50_ddp_nccl_2xa100.json.gz"
+MLP = ROOT / "tests" / "fixtures" / "mlp_chainer.txt"
+SPARSE = ROOT / "tests" / "fixtures" / "sparse" / "embed_horovod.txt"
+KINETO = [K / f"{n}.json.gz" for n in ("mlp_default", "mixed_bf16", "tied_lm", "unused",
+                                        "mlp_noshapes", "convbn_cap")]
+STRATEGIES = ("per-tensor", "single", "size", "ddp", "horovod", "tf-spec", "optimal")
+
+
+def commands() -> list[list[str]]:
+    """Each command as argv after ``tracecli``; ``{out}`` is a fresh output directory."""
+    cmds: list[list[str]] = []
+    op_list = ["--backward-ms", "120"]
+    for trace, extra in ((VGG, []), (RESNET, op_list), (A100, []), (MLP, []), (SPARSE, op_list)):
+        t = str(trace)
+        cmds += [["inspect", t], ["inspect", t, "--json"], ["inspect", t, "--per-gradient", "--top", "5"],
+                 ["export", t, "--to", "json", "-o", "-"], ["export", t, "--to", "graphml", "-o", "-"],
+                 ["plan-buckets", t, *extra], ["plan-buckets", t, "--json", *extra],
+                 ["plan-buckets", t, "--compare", *extra], ["plan-buckets", t, "--compare", "--json", *extra],
+                 ["plan-buckets", t, "--max-bytes", "32k", "--out", "{out}/plan.json",
+                  "--chrome-trace", "{out}/trace.json", *extra],
+                 ["replay", t, "--dry-run", "--network", "ib-hdr", "--gpus", "4", *extra],
+                 ["replay", t, "--dry-run", "--json", "--gpus", "2", *extra]]
+        for s in STRATEGIES:
+            cmds.append(["plan-buckets", t, "--strategy", s, "--json", "--gpus", "16",
+                         "--network", "25gbe", *extra])
+        cmds.append(["plan-buckets", t, "--strategy", "optimal", "--max-bytes", "8MiB",
+                     "--algorithm", "tree", "--launch-us", "20", "--gpus", "64", *extra])
+    cmds += [["plan-buckets", str(RESNET), "--backward-ms", "120", "--gpus", "64", "--network",
+              "25gbe", "--compare"],
+             ["plan-buckets", str(RESNET), "--backward-ms", "120", "--strategy", "tf-spec", "--spec",
+              "pscpu:32k:xring", "--agg-small-grads-max-bytes", "4k", "--json"],
+             ["plan-buckets", str(RESNET), "--backward-ms", "120", "--strategy", "horovod",
+              "--cycle-ms", "3", "--max-bytes", "16MiB"],
+             ["plan-buckets", str(VGG), "--strategy", "ddp", "--max-bytes", "4MiB",
+              "--first-bucket-bytes", "1MiB", "--device", "v100"],
+             ["plan-buckets", str(VGG), "--strategy", "optimal", "--alpha-us", "30",
+              "--bandwidth-gbps", "12", "--gpus", "32"],
+             ["plan-buckets", str(A100), "--strategy", "observed"],
+             ["plan-buckets", str(A100), "--strategy", "observed", "--json"],
+             ["plan-buckets", str(A100), "--strategy", "observed", "--chrome-trace", "{out}/t.json"],
+             ["plan-buckets", str(A100), "--compare", "--network", "nvlink-a100"],
+             ["plan-buckets", str(SPARSE), "--backward-ms", "50", "--sparse-as-dense", "--strategy",
+              "horovod", "--json"]]
+    for k in KINETO:
+        cmds += [["inspect", str(k), "--json"], ["plan-buckets", str(k), "--strategy", "observed"],
+                 ["plan-buckets", str(k), "--compare"], ["plan-buckets", str(k), "--compare", "--json"]]
+    # the session: inspect remembers, plan-buckets plans the remembered trace, status shows it
+    cmds += [["status"], ["status", "--json"], ["plan-buckets"], ["replay", "--dry-run"]]
+    # errors: one line, exit 2
+    cmds += [["inspect", "/dev/null"], ["inspect", str(S)], ["plan-buckets", str(VGG), "--max-bytes", "x"],
+             ["plan-buckets", str(VGG), "--strategy", "nope"], ["export", str(VGG), "--to", "json"],
+             ["replay", "--plan", str(VGG), "--dry-run"], ["plan-buckets", str(VGG), "--calibration",
+                                                           str(VGG)]]
+    return cmds
+
+
+SESSION = [["inspect", str(VGG)], ["plan-buckets", "--max-bytes", "32k"]]
+
+
+def run_all(tree: Path, workdir: Path, jobs: int) -> list[tuple]:
+    """Every command under ``tree``'s tracecli; each in its own directory."""
+    env = {**os.environ, "PYTHONPATH": str(tree), "COLUMNS": "100", "NO_COLOR": "1",
+           "TERM": "dumb"}
+    env.pop("FORCE_COLOR", None)
+
+    def one(k_cmd):
+        k, cmd = k_cmd
+        cwd = workdir / f"c{k:03d}"
+        out = cwd / "out"
+        out.mkdir(parents=True)
+        if cmd[0] in ("status", "replay") and len(cmd) <= 2 or cmd == ["plan-buckets"]:
+            for step in SESSION:  # the session these commands read
+                subprocess.run([sys.executable, "-m", "tracecli", *step], cwd=cwd, env=env,
+                               capture_output=True)
+        argv = [a.replace("{out}", str(out)) for a in cmd]
+        p = subprocess.run([sys.executable, "-m", "tracecli", *argv], cwd=cwd, env=env,
+                           capture_output=True, timeout=600)
+        files = {f.name: f.read_bytes() for f in sorted(out.iterdir())}
+        strip = lambda b: b.replace(str(workdir).encode(), b"<W>")  # noqa: E731
+        return (p.returncode, strip(p.stdout), strip(p.stderr),
+                {n: strip(b) for n, b in files.items()})
+
+    with ThreadPoolExecutor(jobs) as pool:
+        return list(pool.map(one, enumerate(commands())))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base", default=BASE, help=f"git revision to compare with ({BASE})")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--list", action="store_true", help="print the commands and stop")
+    args = parser.parse_args()
+    if args.list:
+        for cmd in commands():
+            print("tracecli " + " ".join(cmd))
+        return 0
+    tmp = Path(tempfile.mkdtemp(prefix="tracecli-diff-"))
+    base_tree = tmp / "base"
+    try:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(base_tree),
+                        args.base], check=True, capture_output=True)
+        before = run_all(base_tree, tmp / "before", args.jobs)
+        after = run_all(ROOT, tmp / "after", args.jobs)
+    finally:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base_tree)],
+                       capture_output=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+    differ = 0
+    for cmd, b, a in zip(commands(), before, after):
+        if a == b:
+            continue
+        differ += 1
+        print(f"DIFFERS: tracecli {' '.join(cmd)}")
+        for what, x, y in (("exit", b[0], a[0]), ("stdout", b[1], a[1]), ("stderr", b[2], a[2])):
+            if x != y:
+                if what == "exit":
+                    print(f"  exit {x} -> {y}")
+                    continue
+                diff = difflib.unified_diff(x.decode(errors="replace").splitlines(),
+                                            y.decode(errors="replace").splitlines(), "before",
+                                            "after", lineterm="", n=1)
+                print("\n".join("  " + line for line in list(diff)[:40]))
+        for name in sorted(set(b[3]) | set(a[3])):
+            if b[3].get(name) != a[3].get(name):
+                print(f"  file {name} differs")
+    total = len(before)
+    print(f"{total - differ} of {total} commands identical to {args.base}; {differ} differ")
+    return 1 if differ else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -14,7 +14,7 @@ import random
 import time
 
 from tracecli.planning.base import Grad, StrategyOptions
-from tracecli.planning.costmodel import CostModel
+from tracecli.costs import AlphaBeta as CostModel
 from tracecli.planning.strategies import STRATEGIES
 from tracecli.planning.timeline import simulate
 

@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from tracecli import LoadOptions, TraceCliError, load_trace, readiness, size_report
 from tracecli.pipeline import ComputeRequest, inputs
-from tracecli.planning import StrategyOptions, make_plan, resolve_cost_model
+from tracecli.costs import resolve_cost_model
+from tracecli.planning import StrategyOptions, make_plan
 
 from conftest import RESNET, RESNET_SIZES, VGG
 

@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracecli.planning.base import Grad, Grouping, StrategyOptions
-from tracecli.planning.costmodel import CostModel
+from tracecli.costs import AlphaBeta as CostModel
+from tracecli.model import CollectiveKind
 from tracecli.planning.optimal import optimal_partition
 from tracecli.planning.plan import PlanInput, make_plan
 from tracecli.planning.strategies import STRATEGIES
@@ -64,7 +65,7 @@ def close(a, b):
 def test_optimal_equals_brute_force(instance):
     grads, cost, backward_end = instance
     buckets = optimal_partition([g.ready_ms for g in grads], [g.nbytes for g in grads],
-                                cost.latency_ms, cost.ms_per_byte)
+                                *cost.linear(CollectiveKind.ALL_REDUCE))
     got = simulate(grads, Grouping(buckets), cost, 0.0, backward_end).iteration_ms
     assert close(got, brute_force(grads, cost, backward_end))
 
@@ -74,7 +75,7 @@ def test_optimal_equals_brute_force(instance):
 def test_optimal_with_cap_equals_brute_force(instance, cap):
     grads, cost, backward_end = instance
     buckets = optimal_partition([g.ready_ms for g in grads], [g.nbytes for g in grads],
-                                cost.latency_ms, cost.ms_per_byte, cap)
+                                *cost.linear(CollectiveKind.ALL_REDUCE), cap)
     assert all(len(b) == 1 or sum(grads[i].nbytes for i in b) <= cap for b in buckets)
     got = simulate(grads, Grouping(buckets), cost, 0.0, backward_end).iteration_ms
     assert close(got, brute_force(grads, cost, backward_end, cap))

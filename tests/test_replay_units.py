@@ -4,13 +4,23 @@ from __future__ import annotations
 
 import pytest
 
+from tracecli.costs import CalibrationProfile, ProfilePoint, fit_ring, resolve_cost_model
 from tracecli.errors import CalibrationError
-from tracecli.planning import StrategyOptions, make_plan, resolve_cost_model
-from tracecli.planning.base import Grad
-from tracecli.planning.plan import PlanInput
-from tracecli.planning.fit import fit_ring
+from tracecli.model import CollectiveKind
+from tracecli.planning import StrategyOptions, make_plan
+from tracecli.planning.base import Grad, PlanInput
 from tracecli.replay.jobs import ReplayJob, Sweep
-from tracecli.replay.report import calibration_report, percentile, replay_report
+from tracecli.replay.report import percentile, replay_report
+from tracecli.replay.runs import RankResult, ReplayRun, StepTimes
+
+ALL_REDUCE, ALL_GATHER = CollectiveKind.ALL_REDUCE, CollectiveKind.ALL_GATHER
+
+
+def profile(points, world=2):
+    """The calibration profile of measured points given as dicts."""
+    return CalibrationProfile.measured(
+        [ProfilePoint(p["bytes"], p["mean_ms"], p["median_ms"], tuple(p["times_ms"]),
+                      queued_mean_ms=p.get("queued_mean_ms")) for p in points], world, "gloo", "cpu")
 
 
 def test_fit_recovers_alpha_and_bandwidth():
@@ -59,7 +69,7 @@ def test_patterns_sum_exactly_and_corruption_is_caught(dtype, world):
     from tracecli.replay.buckets import BucketBuffer
 
     def buffers():
-        return [BucketBuffer(n * 8, dtype, "allreduce", world, "cpu") for n in (1, 2, 7, 1000)]
+        return [BucketBuffer(n * 8, dtype, ALL_REDUCE, world, "cpu") for n in (1, 2, 7, 1000)]
 
     total = buffers()
     for b in total:
@@ -81,10 +91,10 @@ def test_allgather_buckets_hold_every_rank_in_order(world):
 
     pieces = []
     for rank in range(world):
-        b = BucketBuffer(40, "float32", "allgather", world, "cpu")
+        b = BucketBuffer(40, "float32", ALL_GATHER, world, "cpu")
         b.fill(rank)
         pieces.append(b.input.clone())
-    gathered = BucketBuffer(40, "float32", "allgather", world, "cpu")
+    gathered = BucketBuffer(40, "float32", ALL_GATHER, world, "cpu")
     gathered.output.copy_(torch.cat(pieces))
     assert gathered.verify() and gathered.output.numel() == world * 10
     if world > 1:
@@ -105,15 +115,14 @@ def test_replay_report_takes_the_slowest_rank_and_medians():
     def iteration(total, shift):
         launch = [10.0, 11.0, 12.0, 13.0]
         start = [x + shift for x in launch]
-        return {"iteration_ms": total, "launch_ms": launch, "start_ms": start,
-                "end_ms": [s + 1.0 for s in start]}
+        return StepTimes(total, tuple(launch), tuple(start), tuple(s + 1.0 for s in start))
 
-    ranks = [{"rank": 0, "iterations": [iteration(30.0, 0.0), iteration(32.0, 0.0), iteration(40.0, 0.0)]},
-             {"rank": 1, "iterations": [iteration(31.0, 0.5), iteration(31.0, 0.5), iteration(39.0, 0.5)]}]
-    payload = {"ranks": ranks, "verified": True, "cost": job.cost, "calibration": None, "plan": plan,
-               "timeline": plan.timeline, "device": "cpu", "backend": "gloo", "world": 2,
-               "buffers": [], "baseline_ms": [0.5, 0.5, 0.5, 0.5]}
-    doc = replay_report(job, payload)
+    ranks = (RankResult(0, (iteration(30.0, 0.0), iteration(32.0, 0.0), iteration(40.0, 0.0))),
+             RankResult(1, (iteration(31.0, 0.5), iteration(31.0, 0.5), iteration(39.0, 0.5))))
+    run = ReplayRun(ranks, True, job.cost, None, plan, "cpu", "gloo", 2, (0.5, 0.5, 0.5, 0.5), ())
+    report = replay_report(job, run)
+    assert report.verified and report.measured.buckets[0].overhead_pct == pytest.approx(100.0)
+    doc = report.to_json()
     assert doc["measured"]["iterations_ms"] == [31.0, 32.0, 40.0]  # slowest rank each time
     assert doc["measured"]["iteration_ms"] == 32.0
     first = doc["measured"]["buckets"][0]
@@ -127,20 +136,25 @@ def test_replay_report_takes_the_slowest_rank_and_medians():
 def test_calibration_report_is_a_profile_plan_buckets_reads(tmp_path):
     import json
 
-    from tracecli.planning import load_calibration
+    from tracecli.costs import profile_model, read_profile
 
     points = [{"bytes": n, "median_ms": 0.1 + n / 1e6 + 0.01, "mean_ms": 0.1 + n / 1e6,
                "times_ms": [0.1 + n / 1e6]} for n in (4096, 1 << 20, 16 << 20)]
-    doc = calibration_report({"points": points, "world": 2, "backend": "gloo", "device": "cpu"})
+    doc = profile(points).to_json()
     assert [p["predicted_ms"] for p in doc["points"]] == pytest.approx([p["mean_ms"] for p in points])
+    assert list(doc["points"][0]) == ["bytes", "times_ms", "median_ms", "mean_ms", "queued_times_ms",
+                                      "queued_median_ms", "queued_mean_ms", "predicted_ms"]
     path = tmp_path / "p.json"
     path.write_text(json.dumps(doc))
-    model = load_calibration(path)
-    assert model.alpha_us == pytest.approx(50.0) and model.bandwidth_gbps == pytest.approx(1.0)
+    model = profile_model(read_profile(path), path)
+    assert model.line.alpha_us == pytest.approx(50.0)
+    assert model.line.bandwidth_gbps == pytest.approx(1.0)
     # the measured means answer for their sizes, log-log between, the line beyond
-    assert model.measured and model.time_ms(1 << 20) == pytest.approx(points[1]["mean_ms"])
-    assert model.basis(1 << 20) == "measured" and model.basis(2 << 20) == "interpolated"
-    assert model.time_ms(32 << 20) == pytest.approx(points[2]["mean_ms"] + (16 << 20) / 1e6)
+    assert model.measured and model.time_ms(ALL_REDUCE, 1 << 20) == pytest.approx(points[1]["mean_ms"])
+    assert model.basis(ALL_REDUCE, 1 << 20) == "measured"
+    assert model.basis(ALL_REDUCE, 2 << 20) == "interpolated"
+    assert model.basis(ALL_GATHER, 1 << 20) is None  # nothing measured all-gathers
+    assert model.time_ms(ALL_REDUCE, 32 << 20) == pytest.approx(points[2]["mean_ms"] + (16 << 20) / 1e6)
 
 
 @pytest.mark.parametrize("visible,nccl,gpus,backend,expected", [
@@ -182,13 +196,14 @@ def test_forced_nccl_with_too_few_gpus(monkeypatch):
 
 def test_measured_model_queued_curve_and_timeline():
     from tracecli.planning.base import Grouping
-    from tracecli.planning.costmodel import CostModel, monotone
+    from tracecli.costs import AlphaBeta, Measured, monotone
     from tracecli.planning.timeline import simulate
 
     alone = ((1 << 20, 2.0), (8 << 20, 10.0))
     queued = ((1 << 20, 1.0), (8 << 20, 8.0))
-    model = CostModel("m", 100.0, 1.0, 2, points=alone, points_gpus=2, queued_points=queued)
-    assert model.time_ms(1 << 20) == 2.0 and model.time_ms(1 << 20, queued=True) == 1.0
+    model = Measured(AlphaBeta("m", 100.0, 1.0, 2), alone, 2, queued)
+    assert model.time_ms(ALL_REDUCE, 1 << 20) == 2.0
+    assert model.time_ms(ALL_REDUCE, 1 << 20, queued=True) == 1.0
     grads = [Grad("a", 1 << 20, "float32", 1 << 18, 0.0, 0), Grad("b", 1 << 20, "float32", 1 << 18, 0.5, 1),
              Grad("c", 8 << 20, "float32", 1 << 21, 50.0, 2)]
     t = simulate(grads, Grouping([(0,), (1,), (2,)]), model, 0.0, 60.0)
@@ -196,8 +211,7 @@ def test_measured_model_queued_curve_and_timeline():
     assert [b.duration_ms for b in t.buckets] == [2.0, 1.0, 10.0]
     assert monotone([(1, 3.0), (2, 1.0)]) == ((1, 2.0), (2, 2.0))
     # other rank counts fall back to the line
-    from dataclasses import replace
-    assert not replace(model, gpus=4).measured
+    assert not model.on(4).measured
 
 
 def test_profile_points_drive_plan_buckets(tmp_path):
@@ -207,7 +221,7 @@ def test_profile_points_drive_plan_buckets(tmp_path):
 
     points = [{"bytes": n, "median_ms": t, "mean_ms": t, "queued_mean_ms": t * 0.8, "times_ms": [t]}
               for n, t in ((1 << 20, 1.0), (64 << 20, 40.0), (512 << 20, 300.0))]
-    doc = calibration_report({"points": points, "world": 2, "backend": "gloo", "device": "cpu"})
+    doc = profile(points).to_json()
     path = tmp_path / "cal.json"
     path.write_text(json.dumps(doc))
     plan = json.loads(run("plan-buckets", VGG, "--calibration", path, "--strategy", "size",
@@ -233,3 +247,51 @@ def test_calibration_memory_counts_every_sweep_size_at_once(monkeypatch):
     monkeypatch.setattr(validate, "available_memory", lambda: need - 1)
     with pytest.raises(ReplayUnavailableError, match="this calibration needs"):
         validate.check_sweep(sweep, 2, "gloo")
+
+
+def synthetic_report(scale: float = 1.0, bare: bool = False):
+    """A replay report of VGG19's 32k plan on 2 ranks, measured times made up (each bucket
+    0.2 ms later and 10% longer than predicted), every time multiplied by ``scale``."""
+    from dataclasses import replace
+
+    from tracecli import load_trace
+    from tracecli.pipeline import ComputeRequest, inputs
+    from tracecli.planning.timeline import Timeline
+
+    from conftest import VGG
+
+    _, _, inp = inputs(load_trace(VGG), ComputeRequest(device="v100"))
+    plan = make_plan(inp, "size", StrategyOptions(max_bytes=32 << 10), resolve_cost_model(2, "10gbe"))
+    t = plan.timeline
+    buckets = tuple(b._replace(ready_ms=b.ready_ms * scale, start_ms=b.start_ms * scale,
+                               end_ms=b.end_ms * scale) for b in t.buckets)
+    plan = replace(plan, timeline=Timeline(buckets, *(x * scale for x in t[1:])))
+    starts = tuple(b.start_ms + 0.2 * scale for b in buckets)
+    ends = tuple(s + 1.1 * b.duration_ms for s, b in zip(starts, buckets))
+    times = StepTimes(max(ends[-1], plan.timeline.iteration_ms) * 1.05,
+                      tuple(b.ready_ms for b in buckets), starts, ends)
+    job = ReplayJob(inp, "size", StrategyOptions(max_bytes=32 << 10), plan.cost, "10gbe", 3, 1)
+    run = ReplayRun((RankResult(0, (times,) * 3), RankResult(1, (times,) * 3)), True, plan.cost,
+                    None, plan, "cpu (2 cores)", "gloo", 2,
+                    tuple(b.duration_ms for b in buckets) if bare else None, ())
+    return replay_report(job, run)
+
+
+@pytest.mark.parametrize("scale,bare", [(1.0, False), (1000.0, True)])
+def test_replay_view_is_whole_at_80_columns(scale, bare):
+    """The report's tables cut no value at 80 columns, even with every time 1000x longer
+    (seconds-long buckets) and a bare collective column."""
+    import os
+
+    from rich.console import Console
+
+    from tracecli.render.replay import replay_view
+
+    report = synthetic_report(scale, bare)
+    console = Console(width=80, record=True, file=open(os.devnull, "w"))
+    console.print(replay_view(report))
+    text = console.export_text()
+    assert "…" not in text and max(map(len, text.splitlines())) <= 80
+    words = ("pred", "meas", "comm", "error", "p90") + (("bare",) if bare else ())
+    assert all(word in text for word in words)  # no column dropped either
+    assert f"{report.measured.iteration_ms:,.3f}" in text

@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 
 from tracecli.errors import PlanError
 from tracecli.planning.base import Grad, Grouping, StrategyOptions
-from tracecli.planning.costmodel import CostModel
+from tracecli.costs import AlphaBeta as CostModel
+from tracecli.model import CollectiveKind
 from tracecli.planning.timeline import simulate
 from tracecli.planning.strategies import (
     STRATEGIES, ddp, ddp_buckets, ddp_limits, extract_ranges, horovod, horovod_fuse,
@@ -111,14 +112,16 @@ def test_sparse_gradients_travel_alone_unless_densified():
     for name in ("ddp", "horovod", "per-tensor", "optimal"):
         grouping = STRATEGIES[name](g, StrategyOptions(cost=cost))
         assert (1,) in grouping.buckets, name
-        assert grouping.collectives[grouping.buckets.index((1,))] == "allgather", name
+        assert grouping.collectives[grouping.buckets.index((1,))] is CollectiveKind.ALL_GATHER, name
         dense = STRATEGIES[name](g, StrategyOptions(cost=cost, sparse_as_dense=True))
         assert dense.collectives is None, name
     assert horovod(g, StrategyOptions(sparse_as_dense=True)).buckets == [(0, 1, 2)]
-    timeline = simulate(g, Grouping([(0,), (1,), (2,)], None, ["allreduce", "allgather", "allreduce"]),
+    timeline = simulate(g, Grouping([(0,), (1,), (2,)], None, [CollectiveKind.ALL_REDUCE, CollectiveKind.ALL_GATHER,
+                                                      CollectiveKind.ALL_REDUCE]),
                         cost, 0.0, 2.0)
-    assert timeline.buckets[1].duration_ms == pytest.approx(cost.allgather_ms(30 * MiB))
-    assert cost.allgather_ms(30 * MiB) > cost.time_ms(30 * MiB)  # 8 ranks' shares gathered
+    gather = cost.time_ms(CollectiveKind.ALL_GATHER, 30 * MiB)
+    assert timeline.buckets[1].duration_ms == pytest.approx(gather)
+    assert gather > cost.time_ms(CollectiveKind.ALL_REDUCE, 30 * MiB)  # 8 ranks' shares gathered
 
 
 def test_ddp_bucket_cap_mb_list_reproduces_a_partition():

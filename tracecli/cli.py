@@ -29,9 +29,9 @@ from .pipeline import (
     DEFAULT_GPUS, ComputeRequest, CostRequest, compare_trace, gradient_details, plan_trace,
     replay_inputs, replay_job,
 )
-from .planning import NETWORKS, STRATEGIES, StrategyOptions
+from .costs import ALGORITHMS, NETWORKS
+from .planning import STRATEGIES, StrategyOptions
 from .planning.asrun import AS_RUN
-from .planning.costmodel import ALGORITHMS
 from .render import jsonout
 from .session import STATE_DIR, Session
 from .units import parse_size
@@ -565,7 +565,7 @@ def replay(ctx, trace, fmt, sizes, step, plan_file, iters, warmup, baseline, dry
     With neither TRACE nor --plan, replays the plan remembered by tracecli plan-buckets, or
     plans the remembered trace.
     """
-    from .replay import FixedPlan, Launch, run_replay
+    from .replay import Launch, run_replay
     from .replay.launcher import check_capacity, in_torchrun, resolve_backend
 
     launch = Launch(kw["gpus"], kw["backend"], kw["timeout"], _fault(kw["inject_fault"]))
@@ -592,8 +592,7 @@ def replay(ctx, trace, fmt, sizes, step, plan_file, iters, warmup, baseline, dry
         from .planning.planfile import load_plan_file
 
         saved = load_plan_file(plan_file)
-        inp = saved.inp
-        fixed = FixedPlan(tuple(saved.buckets), saved.strategy, tuple(saved.collectives))
+        inp, fixed = saved.inp, saved.fixed
     else:
         path, fmt, sizes, step, _ = _trace_args(ctx, trace, fmt, sizes, step, "replaying")
         t = _load(path, fmt, sizes, step, quiet=as_json or quiet)
@@ -607,7 +606,7 @@ def replay(ctx, trace, fmt, sizes, step, plan_file, iters, warmup, baseline, dry
 
     check_job(job, world, backend, plan_file)
     if dry_run:
-        from .planning import resolve_cost_model
+        from .costs import resolve_cost_model
 
         cost = job.cost
         if cost is None:
@@ -626,25 +625,25 @@ def replay(ctx, trace, fmt, sizes, step, plan_file, iters, warmup, baseline, dry
         return
     say(notice)
     with progress_bar(not as_json and not quiet) as progress:
-        doc = run_replay(job, Launch(world, backend, launch.timeout_s, launch.fault), progress)
-    if doc is None:  # a torchrun rank other than 0
+        result = run_replay(job, Launch(world, backend, launch.timeout_s, launch.fault), progress)
+    if result is None:  # a torchrun rank other than 0
         return
-    if not doc["replay"]["verified"]:
+    if not result.verified:
         raise TraceCliError(None, None, "reduced buffers do not hold the expected sums; nothing "
                             "written")
-    report = jsonout.dumps(doc)
+    report = jsonout.dumps(result.to_json())
     if as_json:
         _machine(report)
     else:
         from .render.replay import replay_view
 
-        console().print(replay_view(doc, top))
+        console().print(replay_view(result, top))
     if out:
         _write(outputs, "--out", report)
     if chrome_trace:
         from .render.replay import replay_chrome_trace
 
-        _write(outputs, "--chrome-trace", jsonout.dumps(replay_chrome_trace(doc)))
+        _write(outputs, "--chrome-trace", jsonout.dumps(replay_chrome_trace(result)))
 
 
 @cli.command()
@@ -686,17 +685,18 @@ def calibrate(min_size, max_size, points, warmup, iters, as_json, out, force, **
     if not quiet:
         _notice(notice)
     with progress_bar(not as_json and not quiet) as progress:
-        doc = run_calibration(job, Launch(world, backend, launch.timeout_s, launch.fault), progress)
-    if doc is None:
+        profile = run_calibration(job, Launch(world, backend, launch.timeout_s, launch.fault),
+                                  progress)
+    if profile is None:
         return
     if as_json:
-        _machine(jsonout.dumps(doc))
+        _machine(jsonout.dumps(profile.to_json()))
     else:
         from .render.replay import calibration_view
 
-        console().print(calibration_view(doc))
+        console().print(calibration_view(profile))
     if out:
-        _write(outputs, "--out", jsonout.dumps(doc))
+        _write(outputs, "--out", jsonout.dumps(profile.to_json()))
 
 
 @cli.command()

@@ -17,11 +17,11 @@ from .analysis.readiness import Readiness
 from .analysis.shapes import infer_shapes
 from .errors import CalibrationError, PlanError
 from .model import ComputeSource, Trace
-from .planning import CostModel, PlanInput, StrategyOptions, compare, make_plan, resolve_cost_model
+from .costs import CostModel, fit_ring, fitted_model, monotone, read_profile, resolve_cost_model
+from .costs import trimmed_mean
+from .planning import PlanInput, StrategyOptions, compare, make_plan
 from .planning.asrun import AS_RUN, MeasuredBucket, as_run_plan, as_run_prediction
-from .planning.base import Grad
-from .planning.costmodel import load_calibration, monotone
-from .planning.fit import fit_ring, trimmed_mean
+from .planning.base import FixedPlan, Grad
 from .planning.inputs import plan_input
 from .planning.plan import BucketPlan, CompareRow
 
@@ -95,9 +95,9 @@ def trace_cost(trace: Trace, gpus: int, algorithm: str = "ring",
     for n, ms in points:
         by_size.setdefault(n, []).append(ms)
     measured = monotone((n, trimmed_mean(times)) for n, times in by_size.items())
-    return CostModel("trace", fit.alpha_us, fit.bandwidth_gbps, gpus, algorithm, launch_us,
-                     source + "; the run's own times per size where it measured them",
-                     quality, points=measured, points_gpus=ranks), poor
+    return fitted_model("trace", fit, gpus, source + "; the run's own times per size where it "
+                        "measured them", measured, ranks, algorithm=algorithm, launch_us=launch_us,
+                        quality=quality), poor
 
 
 def resolve_cost(trace: Optional[Trace], request: CostRequest,
@@ -108,7 +108,7 @@ def resolve_cost(trace: Optional[Trace], request: CostRequest,
     notices: list[str] = []
     if request.calibration is not None and request.network is not None:
         raise PlanError(None, None, "pass --calibration or --network, not both")
-    profile = load_calibration(request.calibration) if request.calibration else None
+    profile = read_profile(request.calibration) if request.calibration else None
     gpus = request.gpus
     if gpus is None:
         if profile is not None:
@@ -285,8 +285,6 @@ def gradient_details(trace: Trace, ready: Readiness, compute: ComputeRequest) ->
 def replay_inputs(trace: Trace, strategy: str, compute: ComputeRequest, world: int):
     """What a replay of ``trace`` plans from: the planner's input, and for the as-run
     strategy the run's own buckets as a fixed plan (else ``None``)."""
-    from .replay.jobs import FixedPlan
-
     if strategy != AS_RUN:
         return inputs(trace, compute)[2], None
     plan = as_run(trace, compute, CostRequest(world)).plan

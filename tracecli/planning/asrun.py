@@ -13,7 +13,7 @@ from typing import NamedTuple, Sequence
 
 from ..errors import PlanError
 from .base import StrategyOptions
-from .costmodel import CostModel
+from ..costs import CostModel
 from .plan import BucketPlan, PlanInput, fixed_plan, settings_for
 from .timeline import BucketTiming, Timeline, lower_bound
 

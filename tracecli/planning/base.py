@@ -5,11 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, NamedTuple, Optional, Sequence
 
-from .costmodel import CostModel
+from ..costs import CostModel
+from ..errors import PlanError
+from ..model import CollectiveKind
 
-__all__ = ["Grad", "StrategyOptions", "Grouping", "Strategy", "DEFAULT_MAX_BYTES",
-           "DDP_FIRST_BUCKET_BYTES", "DDP_BUCKET_CAP", "HOROVOD_THRESHOLD", "ALLREDUCE",
-           "ALLGATHER", "sparse_alone", "collectives_of"]
+__all__ = ["Grad", "StrategyOptions", "Grouping", "Strategy", "PlanInput", "FixedPlan", "DEFAULT_MAX_BYTES",
+           "DDP_FIRST_BUCKET_BYTES", "DDP_BUCKET_CAP", "HOROVOD_THRESHOLD", "sparse_alone",
+           "collectives_of"]
 
 DDP_FIRST_BUCKET_BYTES = 1024 * 1024  # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES
 DDP_BUCKET_CAP = 25 * 1024 * 1024  # DistributedDataParallel(bucket_cap_mb=25)
@@ -45,16 +47,13 @@ class StrategyOptions:
     sparse_as_dense: bool = False  # sparse gradients are densified and fused like the rest
 
 
-ALLREDUCE, ALLGATHER = "allreduce", "allgather"
-
-
 class Grouping(NamedTuple):
     """Buckets in launch order; ``not_before`` delays a bucket's launch (Horovod's cycle);
     ``collectives`` names each bucket's collective (default: all-reduce)."""
 
     buckets: list[tuple[int, ...]]
     not_before: Optional[list[float]] = None
-    collectives: Optional[list[str]] = None
+    collectives: Optional[list[CollectiveKind]] = None
 
 
 def sparse_alone(grads: Sequence[Grad], opts: StrategyOptions) -> set[int]:
@@ -65,11 +64,38 @@ def sparse_alone(grads: Sequence[Grad], opts: StrategyOptions) -> set[int]:
     return {i for i, g in enumerate(grads) if g.sparse}
 
 
-def collectives_of(buckets: list[tuple[int, ...]], alone: set[int]) -> Optional[list[str]]:
+def collectives_of(buckets: list[tuple[int, ...]], alone: set[int]) -> Optional[list[CollectiveKind]]:
     """Each bucket's collective: a lone sparse gradient is all-gathered."""
     if not alone:
         return None
-    return [ALLGATHER if len(b) == 1 and b[0] in alone else ALLREDUCE for b in buckets]
+    gather, reduce = CollectiveKind.ALL_GATHER, CollectiveKind.ALL_REDUCE
+    return [gather if len(b) == 1 and b[0] in alone else reduce for b in buckets]
+
+
+@dataclass(frozen=True)
+class PlanInput:
+    """What planning needs from a trace: gradients in readiness order and compute times."""
+
+    grads: tuple[Grad, ...]
+    forward_ms: float
+    backward_end_ms: float  # absolute: forward + backward
+    update_ms: float = 0.0
+    compute_source: str = ""
+
+    def __post_init__(self):
+        if not self.grads:
+            raise PlanError(None, None, "no gradients to plan: the trace has no parameters "
+                            "with known sizes (pass --sizes FILE for an op list)")
+
+
+@dataclass(frozen=True)
+class FixedPlan:
+    """A grouping decided elsewhere (a plan file's, the run's own): buckets of gradient
+    indices in launch order, and each bucket's collective (default: all-reduce)."""
+
+    buckets: tuple[tuple[int, ...], ...]
+    strategy: str
+    collectives: Optional[tuple[CollectiveKind, ...]] = None
 
 
 Strategy = Callable[[Sequence[Grad], StrategyOptions], Grouping]

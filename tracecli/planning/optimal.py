@@ -25,6 +25,7 @@ from collections import deque
 from typing import Optional, Sequence
 
 from ..errors import PlanError
+from ..model import CollectiveKind
 from .base import Grad, Grouping, StrategyOptions, collectives_of, sparse_alone
 
 __all__ = ["optimal", "optimal_partition"]
@@ -106,7 +107,10 @@ def optimal(grads: Sequence[Grad], opts: StrategyOptions) -> Grouping:
     if opts.cost is None:
         raise PlanError(None, None, "the optimal strategy needs a cost model")
     lone = sparse_alone(grads, opts)
+    cost = opts.cost
+    latency_ms, ms_per_byte = cost.linear(CollectiveKind.ALL_REDUCE)
     buckets = optimal_partition([g.ready_ms for g in grads], [g.nbytes for g in grads],
-                                opts.cost.latency_ms, opts.cost.ms_per_byte, opts.max_bytes,
-                                {i: opts.cost.allgather_ms(grads[i].nbytes) for i in lone})
+                                latency_ms, ms_per_byte, opts.max_bytes,
+                                {i: cost.time_ms(CollectiveKind.ALL_GATHER, grads[i].nbytes)
+                                 for i in lone})
     return Grouping(buckets, collectives=collectives_of(buckets, lone))

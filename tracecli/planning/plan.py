@@ -12,9 +12,12 @@ from typing import Any, Sequence
 
 from ..errors import PlanError
 from .base import (
-    DDP_BUCKET_CAP, DDP_FIRST_BUCKET_BYTES, HOROVOD_THRESHOLD, Grad, Grouping, StrategyOptions,
+    DDP_BUCKET_CAP, DDP_FIRST_BUCKET_BYTES, HOROVOD_THRESHOLD, FixedPlan, Grad, Grouping,
+    PlanInput, StrategyOptions,
 )
-from .costmodel import CostModel
+from .planfile import plan_document
+from ..costs import CostModel
+from ..model import CollectiveKind
 from .strategies import STRATEGIES, ddp_limits
 from .timeline import Timeline, lower_bound, simulate
 
@@ -22,22 +25,6 @@ __all__ = ["PlanInput", "BucketPlan", "make_plan", "compare", "CompareRow", "set
            "is_default", "fixed_plan"]
 
 MiB = 1024 * 1024
-
-
-@dataclass(frozen=True)
-class PlanInput:
-    """What planning needs from a trace: gradients in readiness order and compute times."""
-
-    grads: tuple[Grad, ...]
-    forward_ms: float
-    backward_end_ms: float  # absolute: forward + backward
-    update_ms: float = 0.0
-    compute_source: str = ""
-
-    def __post_init__(self):
-        if not self.grads:
-            raise PlanError(None, None, "no gradients to plan: the trace has no parameters "
-                            "with known sizes (pass --sizes FILE for an op list)")
 
 
 @dataclass(frozen=True)
@@ -61,62 +48,7 @@ class BucketPlan:
 
     def to_json(self) -> dict[str, Any]:
         """The ``plan-buckets --json`` document, also the plan file replay reads."""
-        t, o = self.timeline, self.options
-        doc = {
-            "strategy": self.strategy,
-            "max_bytes": o.max_bytes,
-            "gpus": self.cost.gpus,
-            "cost_model": self.cost.describe(),
-            "options": {
-                "first_bucket_bytes": o.first_bucket_bytes, "cycle_ms": o.cycle_ms, "spec": o.spec,
-                "agg_small_grads_max_bytes": o.agg_small_grads_max_bytes,
-                "agg_small_grads_max_group": o.agg_small_grads_max_group,
-                "sparse_as_dense": o.sparse_as_dense,
-            },
-            "compute": {
-                "source": self.inp.compute_source,
-                "forward_ms": t.forward_ms,
-                "backward_ms": t.backward_end_ms - t.forward_ms,
-                "update_ms": t.update_ms,
-            },
-            "gradients": [
-                {"name": g.name, "bytes": g.nbytes, "dtype": g.dtype, "ready_ms": g.ready_ms,
-                 **({"sparse": True} if g.sparse else {})}
-                for g in self.inp.grads
-            ],
-            "buckets": [
-                {
-                    "index": b.index,
-                    "tensors": self.tensor_names(b.index),
-                    "bytes": b.nbytes,
-                    "dtype": b.dtype,
-                    "ready_ms": b.ready_ms,
-                    "start_ms": b.start_ms,
-                    "end_ms": b.end_ms,
-                    "duration_ms": b.duration_ms,
-                    "collective": b.collective,
-                    **({"cost_basis": self.cost.basis(b.nbytes)}
-                       if self.cost.points and b.collective == "allreduce" and not self.measured else {}),
-                }
-                for b in t.buckets
-            ],
-            "predicted": {
-                "iteration_ms": t.iteration_ms,
-                "compute_ms": t.compute_ms,
-                "exposed_comm_ms": t.exposed_comm_ms,
-                "comm_ms": t.comm_ms,
-                "overlap_pct": t.overlap_pct,
-                "lower_bound_ms": self.lower_bound_ms,
-                "ratio_to_lower_bound": (t.iteration_ms / self.lower_bound_ms
-                                         if self.lower_bound_ms else None),
-            },
-            "settings": self.settings,
-        }
-        if self.measured:
-            doc["measured_timeline"] = True
-        if self.notes:
-            doc["notes"] = list(self.notes)
-        return doc
+        return plan_document(self)
 
 
 def make_plan(inp: PlanInput, strategy: str, options: StrategyOptions, cost: CostModel) -> BucketPlan:
@@ -147,7 +79,7 @@ def fixed_plan(inp: PlanInput, buckets, strategy: str, options: StrategyOptions,
 
 
 def _notes(timeline: Timeline) -> tuple[str, ...]:
-    gathered = [b for b in timeline.buckets if b.collective != "allreduce"]
+    gathered = [b for b in timeline.buckets if b.collective is CollectiveKind.ALL_GATHER]
     if not gathered:
         return ()
     one = len(gathered) == 1

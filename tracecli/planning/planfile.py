@@ -1,5 +1,9 @@
-"""Reading a plan file (``plan-buckets --out``) back: its gradients, compute and grouping.
+"""The plan file (``plan-buckets --out``, also ``plan-buckets --json``): written, read
+back and checked here, and nowhere else.
 
+The document: ``{"strategy", "max_bytes", "gpus", "cost_model", "options", "compute",
+"gradients", "buckets", "predicted", "settings"}`` (README: ``plan-buckets --json``). Read
+back, it gives the planner's input and the plan's grouping, so replay runs exactly it.
 Everything a replay will act on is checked here, before any rank starts: names are
 strings, byte counts integers of at most 1 PiB, dtypes ones replay can allocate, times
 finite and within a step of at most ~2.8 hours, every gradient in exactly one bucket.
@@ -13,23 +17,86 @@ from typing import Any, NamedTuple
 
 from ..errors import PlanError, excerpt
 from ..jsonfile import read_json
-from ..model import DTYPE_BYTES
-from .base import ALLGATHER, ALLREDUCE, Grad
-from .plan import PlanInput
+from ..model import DTYPE_BYTES, CollectiveKind
+from .base import FixedPlan, Grad, PlanInput
 
-__all__ = ["load_plan_file", "PlanFile", "MAX_PLAN_BYTES", "MAX_PLAN_MS"]
+__all__ = ["plan_document", "load_plan_file", "PlanFile", "MAX_PLAN_BYTES", "MAX_PLAN_MS",
+           "REPLAYABLE_DTYPES"]
 
 MAX_PLAN_BYTES = 1 << 50
 MAX_PLAN_MS = 1e7
 REPLAYABLE_DTYPES = ("float32", "float16", "bfloat16", "float64", "half", "float", "double")
 
 
+# What a bucket of a plan file may carry, and which of those must hold one gradient.
+PLAN_COLLECTIVES = {CollectiveKind.ALL_REDUCE: False, CollectiveKind.ALL_GATHER: True}
+
+
 class PlanFile(NamedTuple):
     inp: PlanInput
-    buckets: list[tuple[int, ...]]  # gradient indices
-    collectives: list[str]  # each bucket's collective
-    strategy: str
+    fixed: FixedPlan  # its grouping, by gradient index, with each bucket's collective
     doc: dict[str, Any]
+
+
+def plan_document(plan) -> dict[str, Any]:
+    """The document of a :class:`~.plan.BucketPlan` (see the module's docstring)."""
+    t, o = plan.timeline, plan.options
+    doc = {
+        "strategy": plan.strategy,
+        "max_bytes": o.max_bytes,
+        "gpus": plan.cost.gpus,
+        "cost_model": plan.cost.describe(),
+        "options": {
+            "first_bucket_bytes": o.first_bucket_bytes, "cycle_ms": o.cycle_ms, "spec": o.spec,
+            "agg_small_grads_max_bytes": o.agg_small_grads_max_bytes,
+            "agg_small_grads_max_group": o.agg_small_grads_max_group,
+            "sparse_as_dense": o.sparse_as_dense,
+        },
+        "compute": {
+            "source": plan.inp.compute_source,
+            "forward_ms": t.forward_ms,
+            "backward_ms": t.backward_end_ms - t.forward_ms,
+            "update_ms": t.update_ms,
+        },
+        "gradients": [
+            {"name": g.name, "bytes": g.nbytes, "dtype": g.dtype, "ready_ms": g.ready_ms,
+             **({"sparse": True} if g.sparse else {})}
+            for g in plan.inp.grads
+        ],
+        "buckets": [_bucket(plan, b) for b in t.buckets],
+        "predicted": {
+            "iteration_ms": t.iteration_ms,
+            "compute_ms": t.compute_ms,
+            "exposed_comm_ms": t.exposed_comm_ms,
+            "comm_ms": t.comm_ms,
+            "overlap_pct": t.overlap_pct,
+            "lower_bound_ms": plan.lower_bound_ms,
+            "ratio_to_lower_bound": (t.iteration_ms / plan.lower_bound_ms
+                                     if plan.lower_bound_ms else None),
+        },
+        "settings": plan.settings,
+    }
+    if plan.measured:
+        doc["measured_timeline"] = True
+    if plan.notes:
+        doc["notes"] = list(plan.notes)
+    return doc
+
+
+def _bucket(plan, b) -> dict[str, Any]:
+    basis = None if plan.measured else plan.cost.basis(b.collective, b.nbytes)
+    return {
+        "index": b.index,
+        "tensors": plan.tensor_names(b.index),
+        "bytes": b.nbytes,
+        "dtype": b.dtype,
+        "ready_ms": b.ready_ms,
+        "start_ms": b.start_ms,
+        "end_ms": b.end_ms,
+        "duration_ms": b.duration_ms,
+        "collective": b.collective.value,
+        **({"cost_basis": basis} if basis is not None else {}),
+    }
 
 
 def load_plan_file(path: str | Path) -> PlanFile:
@@ -87,8 +154,8 @@ def load_plan_file(path: str | Path) -> PlanFile:
         members = tuple(index[n] for n in names)
         if seen & set(members) or len(set(members)) != len(members):
             raise bad(f"bucket {k} repeats a gradient")
-        collective = b.get("collective", ALLREDUCE)
-        if collective not in (ALLREDUCE, ALLGATHER) or (collective == ALLGATHER and len(members) != 1):
+        collective = _collective(b.get("collective", CollectiveKind.ALL_REDUCE.value))
+        if collective is None or (PLAN_COLLECTIVES[collective] and len(members) != 1):
             raise bad(f"bucket {k}: collective must be allreduce, or allgather of one gradient")
         seen |= set(members)
         buckets.append(members)
@@ -104,4 +171,10 @@ def load_plan_file(path: str | Path) -> PlanFile:
     source = compute.get("source", "")
     inp = PlanInput(tuple(grads), forward, forward + backward, update,
                     f"plan file {path}: " + (source[:500] if isinstance(source, str) else ""))
-    return PlanFile(inp, buckets, collectives, doc["strategy"], doc)
+    return PlanFile(inp, FixedPlan(tuple(buckets), doc["strategy"], tuple(collectives)), doc)
+
+
+def _collective(value: Any):
+    """The plan-file collective named ``value``, or ``None``."""
+    kinds = {kind.value: kind for kind in PLAN_COLLECTIVES}
+    return kinds.get(value) if isinstance(value, str) else None

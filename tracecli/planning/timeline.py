@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional, Sequence
 
-from .base import ALLGATHER, ALLREDUCE, Grad, Grouping
-from .costmodel import CostModel
+from ..costs import CostModel
+from ..model import CollectiveKind
+from .base import Grad, Grouping
 
 __all__ = ["BucketTiming", "Timeline", "simulate", "lower_bound"]
 
@@ -25,7 +26,7 @@ class BucketTiming(NamedTuple):
     ready_ms: float
     start_ms: float
     end_ms: float
-    collective: str = ALLREDUCE
+    collective: CollectiveKind = CollectiveKind.ALL_REDUCE
 
     @property
     def duration_ms(self) -> float:
@@ -66,10 +67,9 @@ def simulate(grads: Sequence[Grad], grouping: Grouping, cost: CostModel, forward
         if grouping.not_before is not None:
             ready = max(ready, grouping.not_before[k])
         start = max(ready, channel_free)
-        collective = grouping.collectives[k] if grouping.collectives else ALLREDUCE
+        collective = grouping.collectives[k] if grouping.collectives else CollectiveKind.ALL_REDUCE
         queued = k > 0 and ready <= channel_free  # the transport is still busy with the last
-        end = start + (cost.allgather_ms(nbytes) if collective == ALLGATHER
-                       else cost.time_ms(nbytes, queued))
+        end = start + cost.time_ms(collective, nbytes, queued)
         timings.append(BucketTiming(k, tuple(members), nbytes, _dtype(grads, members), ready,
                                     start, end, collective))
         channel_free = end
@@ -94,5 +94,7 @@ def lower_bound(grads: Sequence[Grad], cost: CostModel, backward_end_ms: float,
     last = max(grads, key=lambda g: g.ready_ms)
     first = min(g.ready_ms for g in grads)
     total = sum(g.nbytes for g in grads)
-    return max(backward_end_ms, last.ready_ms + cost.time_ms(last.nbytes),
-               first + cost.latency_ms + cost.ms_per_byte * total) + update_ms
+    reduce = CollectiveKind.ALL_REDUCE
+    latency_ms, ms_per_byte = cost.linear(reduce)
+    return max(backward_end_ms, last.ready_ms + cost.time_ms(reduce, last.nbytes),
+               first + latency_ms + ms_per_byte * total) + update_ms

@@ -28,9 +28,11 @@ def plan_header(plan) -> Text:
     text.append(f"{plan.strategy}: {plural(len(t.buckets), 'bucket')} for "
                 f"{plural(len(plan.inp.grads), 'gradient')} ({sizes}) on {plural(c.gpus, 'GPU')}"
                 + (" — measured, as the run did it" if plan.measured else "") + "\n")
-    text.append(f"cost model: {c.name} {c.algorithm}, alpha {c.alpha_us:g} us, bus bandwidth "
-                f"{c.bandwidth_gbps:g} GB/s" + (f", launch {c.launch_us:g} us" if c.launch_us else "")
-                + f" — {c.source}\n")
+    m = c.describe()
+    text.append(f"cost model: {m['name']} {m['algorithm']}, alpha {m['alpha_us']:g} us, bus "
+                f"bandwidth {m['bandwidth_gbps']:g} GB/s"
+                + (f", launch {m['launch_us']:g} us" if m['launch_us'] else "")
+                + f" — {m['source']}\n")
     text.append(f"compute: forward {_ms(t.forward_ms)} ms, backward "
                 f"{_ms(t.backward_end_ms - t.forward_ms)} ms — {plan.inp.compute_source}")
     for note in plan.notes:

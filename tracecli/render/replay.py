@@ -1,96 +1,104 @@
-"""Rich renderings of replay and calibration reports, and the replay's Chrome trace."""
+"""Rich renderings of replay reports and calibration profiles, and the replay's Chrome trace.
+
+They read the typed results (:class:`~tracecli.replay.report.ReplayReport`,
+:class:`~tracecli.costs.CalibrationProfile`); render never imports replay.
+"""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from rich.console import Group
 from rich.text import Text
 
+from ..costs import CalibrationProfile, bus_bandwidth_gbps
+from ..model import CollectiveKind
 from ..units import format_size
 from .chrome import chrome_trace, complete_event
 from .tables import add_rows, format_ms as _ms, new_table, plural, truncated, value_columns
 
+if TYPE_CHECKING:
+    from ..replay.report import ReplayReport
+
 __all__ = ["replay_view", "calibration_view", "replay_chrome_trace"]
 
 
-
-def replay_view(doc: dict, top: Optional[int] = None) -> Group:
-    r, m, p = doc["replay"], doc["measured"], doc["predicted"]
+def replay_view(report: "ReplayReport", top: Optional[int] = None) -> Group:
+    r, m, plan = report.replay, report.measured, report.plan
+    p = plan.timeline
     head = Text()
     head.append("Replay ", style="bold")
-    head.append(f"{doc['strategy']}: {plural(len(doc['buckets']), 'bucket')} on "
-                f"{plural(r['ranks'], 'rank')}, {r['backend']} on {r['device']}; "
-                f"{plural(r['iters'], 'timed iteration')} after {r['warmup']} warm-up\n")
-    cm = doc["cost_model"]
+    head.append(f"{plan.strategy}: {plural(len(p.buckets), 'bucket')} on "
+                f"{plural(r.ranks, 'rank')}, {r.backend} on {r.device}; "
+                f"{plural(r.iters, 'timed iteration')} after {r.warmup} warm-up\n")
+    cm = plan.cost.describe()
     head.append(f"prediction: {cm['name']}: alpha {cm['alpha_us']:.2f} us, bus bandwidth "
                 f"{cm['bandwidth_gbps']:.3f} GB/s — {cm['source']}\n")
-    head.append(f"compute: {doc['compute']['source']}")
+    head.append(f"compute: {plan.inp.compute_source}")
     table = new_table("Buckets: predicted vs measured (ms from step start; medians)")
-    bare = "bare_allreduce_ms" in (doc["buckets"][0]["measured"] if doc["buckets"] else {})
+    bare = bool(m.buckets) and m.buckets[0].bare_ms is not None
     rows = []
-    for b in doc["buckets"]:
-        mb = b["measured"]
-        rows.append([str(b["index"]), format_size(b["bytes"]), _ms(b["start_ms"]), _ms(mb["start_ms"]),
-                     _ms(b["end_ms"]), _ms(mb["end_ms"]), _ms(b["duration_ms"]), _ms(mb["duration_ms"])]
-                    + ([_ms(mb["bare_allreduce_ms"])] if bare else []))
+    for b, mb in zip(p.buckets, m.buckets):
+        rows.append([str(b.index), format_size(b.nbytes), _ms(b.start_ms), _ms(mb.start_ms),
+                     _ms(b.end_ms), _ms(mb.end_ms), _ms(b.duration_ms), _ms(mb.duration_ms)]
+                    + ([_ms(mb.bare_ms)] if bare else []))
     shown, hidden = truncated(rows, top)
     buckets = value_columns(table, ["#", "bytes", "pred start", "meas start", "pred end",
                                     "meas end", "pred comm", "meas comm"]
                             + (["bare comm"] if bare else []), shown)
     add_rows(table, shown, hidden, "bucket")
     summary = new_table("Iteration")
-    lines = [["iteration ms", _ms(p["iteration_ms"]), _ms(m["iteration_ms"]),
-              _ms(m["iteration_p90_ms"]), f"{doc['error_pct']:+.1f}%"],
-             ["exposed comm ms", _ms(p["exposed_comm_ms"]), _ms(m["exposed_comm_ms"]), "", ""]]
+    lines = [["iteration ms", _ms(p.iteration_ms), _ms(m.iteration_ms),
+              _ms(m.iteration_p90_ms), f"{report.error_pct:+.1f}%"],
+             ["exposed comm ms", _ms(p.exposed_comm_ms), _ms(m.exposed_comm_ms), "", ""]]
     iteration = value_columns(summary, ["", "predicted", "measured median", "measured p90",
                                         "error"], lines)
     for line in lines:
         summary.add_row(*line)
-    tail = Text(("buffers verified: every rank holds the exact sum" if r["verified"]
+    tail = Text(("buffers verified: every rank holds the exact sum" if r.verified
                  else "BUFFERS DID NOT VERIFY: a reduced buffer differs from the expected sum"),
-                style=None if r["verified"] else "bold red")
+                style=None if r.verified else "bold red")
     return Group(head, buckets, iteration, tail)
 
 
-def calibration_view(doc: dict) -> Group:
-    table = new_table(f"all-reduce on {plural(doc['gpus'], 'rank')} ({doc['backend']}, {doc['device']})")
-    p = doc["gpus"]
+def calibration_view(profile: CalibrationProfile) -> Group:
+    table = new_table(f"all-reduce on {plural(profile.gpus, 'rank')} ({profile.backend}, "
+                      f"{profile.device})")
     rows = []
-    for pt in doc["points"]:
-        mean = pt.get("mean_ms", pt["median_ms"])
-        err = 100.0 * (pt["predicted_ms"] - mean) / mean
-        busbw = pt["bytes"] / (mean / 1000.0) * 2 * (p - 1) / p / 1e9
-        rows.append([format_size(pt["bytes"]), _ms(mean), _ms(pt["median_ms"]),
-                     _ms(pt["predicted_ms"]), f"{err:+.1f}%", f"{busbw:.3f}"])
+    for pt in profile.points:
+        mean = pt.mean_ms
+        err = 100.0 * (pt.predicted_ms - mean) / mean
+        busbw = bus_bandwidth_gbps(CollectiveKind.ALL_REDUCE, pt.bytes, mean, profile.gpus)
+        rows.append([format_size(pt.bytes), _ms(mean), _ms(pt.median_ms),
+                     _ms(pt.predicted_ms), f"{err:+.1f}%", f"{busbw:.3f}"])
     points = value_columns(table, ["bytes", "mean ms", "median ms", "line ms", "line error",
                                    "bus GB/s"], rows)
     for row in rows:
         table.add_row(*row)
-    fit = doc["fit"]
-    text = Text(f"fit: alpha {doc['alpha_us']:.2f} us per step, bus bandwidth "
-                f"{doc['bandwidth_gbps']:.3f} GB/s; R² {fit['r2']:.4f}, MAPE {fit['mape_pct']:.1f}%\n"
+    text = Text(f"fit: alpha {profile.alpha_us:.2f} us per step, bus bandwidth "
+                f"{profile.bandwidth_gbps:.3f} GB/s; R² {profile.r2:.4f}, MAPE "
+                f"{profile.mape_pct:.1f}%\n"
                 "predictions use the measured means at these sizes (log-log between them); the "
                 "line only beyond them")
-    if fit.get("poor"):
+    if profile.poor:
         text.append("\npoor fit: the alpha-beta model does not explain these timings well; "
                     "predictions from it are rough", style="bold yellow")
     return Group(points, text)
 
 
-def replay_chrome_trace(doc: dict) -> dict:
+def replay_chrome_trace(report: "ReplayReport") -> dict:
     """Predicted (pid 1) and measured (pid 2) tracks side by side, one timed iteration."""
-    c = doc["compute"]
-    events = [complete_event("forward + backward (emulated)", 0.0, c["forward_ms"] + c["backward_ms"],
-                             1, 1, "compute")]
-    for b in doc["buckets"]:
-        events.append(complete_event(f"bucket {b['index']}", b["start_ms"], b["duration_ms"], 1, 2,
-                                     "allreduce", {"bytes": b["bytes"]}))
-        mb = b["measured"]
-        events.append(complete_event(f"bucket {b['index']}", mb["start_ms"], mb["duration_ms"], 2, 2,
-                                     "allreduce", {"bytes": b["bytes"]}))
-    events.append(complete_event("iteration (median)", 0.0, doc["measured"]["iteration_ms"], 2, 1,
+    t = report.plan.timeline
+    events = [complete_event("forward + backward (emulated)", 0.0,
+                             t.forward_ms + (t.backward_end_ms - t.forward_ms), 1, 1, "compute")]
+    for b, mb in zip(t.buckets, report.measured.buckets):
+        kind = b.collective.value
+        events.append(complete_event(f"bucket {b.index}", b.start_ms, b.duration_ms, 1, 2, kind,
+                                     {"bytes": b.nbytes}))
+        events.append(complete_event(f"bucket {b.index}", mb.start_ms, mb.duration_ms, 2, 2, kind,
+                                     {"bytes": b.nbytes}))
+    events.append(complete_event("iteration (median)", 0.0, report.measured.iteration_ms, 2, 1,
                                  "step"))
     return chrome_trace(events, {(1, 1): "compute", (1, 2): "all-reduce", (2, 1): "step",
                                  (2, 2): "all-reduce"},
-                        {1: "predicted", 2: f"measured ({doc['replay']['backend']})"})
+                        {1: "predicted", 2: f"measured ({report.replay.backend})"})

@@ -10,28 +10,28 @@ import warnings
 # torch's CPU wheel warns on import when numpy is absent; replay never touches numpy.
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy", category=UserWarning)
 
-from ..planning.fit import RingFit, fit_ring  # noqa: E402
-from .jobs import (  # noqa: E402
-    BACKENDS, FAULT_MODES, CalibrationJob, Fault, FixedPlan, Launch, ReplayJob, Sweep,
-)
+from .jobs import BACKENDS, FAULT_MODES, CalibrationJob, Fault, Launch, ReplayJob, Sweep  # noqa: E402
+from .report import ReplayReport  # noqa: E402
 
-__all__ = ["RingFit", "fit_ring", "BACKENDS", "FAULT_MODES", "CalibrationJob", "Fault",
-           "FixedPlan", "Launch", "ReplayJob", "Sweep", "run_replay", "run_calibration"]
+__all__ = ["BACKENDS", "FAULT_MODES", "CalibrationJob", "Fault", "Launch", "ReplayJob", "Sweep",
+           "ReplayReport", "run_replay", "run_calibration"]
 
 
 def run_replay(job: ReplayJob, launch: Launch, progress=None):
-    """Replay ``job`` and return the report dict (rank 0; ``None`` on other torchrun ranks)."""
+    """Replay ``job``: its :class:`~.report.ReplayReport` (rank 0; ``None`` on other
+    torchrun ranks)."""
     from .launcher import launch as start
     from .report import replay_report
 
-    payload = start(job, launch, progress)
-    return None if payload is None else replay_report(job, payload)
+    run = start(job, launch, progress)
+    return None if run is None else replay_report(job, run)
 
 
 def run_calibration(job: CalibrationJob, launch: Launch, progress=None):
-    """Run the all-reduce sweep and return the calibration profile dict."""
+    """Run the all-reduce sweep: its :class:`~tracecli.costs.CalibrationProfile`."""
+    from ..costs import CalibrationProfile
     from .launcher import launch as start
-    from .report import calibration_report
 
-    payload = start(job, launch, progress)
-    return None if payload is None else calibration_report(payload)
+    run = start(job, launch, progress)
+    return None if run is None else CalibrationProfile.measured(run.points, run.world, run.backend,
+                                                                run.device)

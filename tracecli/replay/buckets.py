@@ -10,15 +10,16 @@ of ``world`` times that; the output must hold every rank's pattern in rank order
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Callable, NamedTuple
 
 import torch
 import torch.distributed as dist
 
-from ..planning.base import ALLGATHER
+from ..model import CollectiveKind
 from ..planning.planfile import REPLAYABLE_DTYPES
+from .runs import BufferInfo
 
-__all__ = ["BucketBuffer", "DTYPES", "pattern"]
+__all__ = ["BucketBuffer", "DTYPES", "KINDS", "pattern"]
 
 # the dtypes a plan file may name (checked there, before torch is imported) are torch's names
 DTYPES = {name: getattr(torch, name) for name in REPLAYABLE_DTYPES}
@@ -44,37 +45,64 @@ def _holds(flat: torch.Tensor, values: torch.Tensor) -> bool:
     return flat.numel() == m or torch.equal(flat[m:], values[: flat.numel() - m])
 
 
+def _reduced(buf: "BucketBuffer") -> bool:
+    total = sum(pattern(r, torch.float64, "cpu") for r in range(buf.world))
+    return _holds(buf.input, total.to(buf.dtype).to(buf.input.device))
+
+
+def _gathered(buf: "BucketBuffer") -> bool:
+    n, device = buf.input.numel(), buf.input.device
+    return all(_holds(buf.output[r * n:(r + 1) * n], pattern(r, buf.dtype, device))
+               for r in range(buf.world))
+
+
+class KindBuffers(NamedTuple):
+    """How replay runs a bucket of one collective kind."""
+
+    output_elements: Callable[[int, int], int]  # (input elements, world) -> output (0: in place)
+    launch: Callable  # (buffer, group, async_op) -> work
+    verify: Callable[["BucketBuffer"], bool]  # the result is exact
+
+
+# One row a kind: its buffers, its launch, its check.
+KINDS: dict[CollectiveKind, KindBuffers] = {
+    CollectiveKind.ALL_REDUCE: KindBuffers(
+        lambda n, world: 0,
+        lambda buf, group, async_op: dist.all_reduce(buf.input, group=group, async_op=async_op),
+        _reduced),
+    CollectiveKind.ALL_GATHER: KindBuffers(
+        lambda n, world: n * world,
+        lambda buf, group, async_op: dist.all_gather_into_tensor(buf.output, buf.input, group=group,
+                                                                 async_op=async_op),
+        _gathered),
+}
+
+
 class BucketBuffer:
-    def __init__(self, nbytes: int, dtype: str, collective: str, world: int, device):
+    """One bucket's input (exactly its bytes, rounded up to whole elements), its output where
+    the collective is not in place, and the kind's launch and check."""
+
+    def __init__(self, nbytes: int, dtype: str, collective: CollectiveKind, world: int, device):
+        self.kind = KINDS[collective]
         self.dtype = DTYPES.get(dtype, torch.float32)
         size = torch.tensor([], dtype=self.dtype).element_size()
         self.input = torch.empty(max(1, math.ceil(nbytes / size)), dtype=self.dtype, device=device)
-        self.output = (torch.empty(self.input.numel() * world, dtype=self.dtype, device=device)
-                       if collective == ALLGATHER else None)
+        out = self.kind.output_elements(self.input.numel(), world)
+        self.output = torch.empty(out, dtype=self.dtype, device=device) if out else None
         self.collective = collective
         self.world = world
         self.nbytes = self.input.numel() * self.input.element_size()
 
     def launch(self, group=None, async_op: bool = False):
         """Run (or with ``async_op``, start) the bucket's collective."""
-        if self.output is not None:
-            return dist.all_gather_into_tensor(self.output, self.input, group=group,
-                                               async_op=async_op)
-        return dist.all_reduce(self.input, group=group, async_op=async_op)
+        return self.kind.launch(self, group, async_op)
 
     def fill(self, rank: int) -> None:
         _fill(self.input, pattern(rank, self.dtype, self.input.device))
 
     def verify(self) -> bool:
         """The collective's result is exact: the sum over ranks, or every rank's piece."""
-        device = self.input.device
-        if self.output is None:
-            total = sum(pattern(r, torch.float64, "cpu") for r in range(self.world))
-            return _holds(self.input, total.to(self.dtype).to(device))
-        n = self.input.numel()
-        return all(_holds(self.output[r * n:(r + 1) * n], pattern(r, self.dtype, device))
-                   for r in range(self.world))
+        return self.kind.verify(self)
 
-    def describe(self) -> dict[str, Any]:
-        return {"dtype": str(self.dtype).replace("torch.", ""), "elements": self.input.numel(),
-                "collective": self.collective}
+    def describe(self) -> BufferInfo:
+        return BufferInfo(str(self.dtype).replace("torch.", ""), self.input.numel(), self.collective)

@@ -14,36 +14,15 @@ import queue
 import threading
 import time
 from functools import partial
-from typing import NamedTuple, Sequence
+from typing import Sequence
 
 import torch
 import torch.distributed as dist
 
 from .buckets import BucketBuffer
+from .runs import Schedule, StepTimes
 
 __all__ = ["Schedule", "StepTimes", "CpuStep", "CudaStep", "fill", "verify"]
-
-
-
-class Schedule(NamedTuple):
-    """When to launch each bucket (ms from step start, non-decreasing) and compute end;
-    ``buckets``: which buffers, in launch order (default: all, in order)."""
-
-    launch_ms: tuple[float, ...]
-    compute_end_ms: float
-    update_ms: float
-    buckets: tuple[int, ...] = ()
-
-    def order(self) -> tuple[int, ...]:
-        return self.buckets or tuple(range(len(self.launch_ms)))
-
-
-class StepTimes(NamedTuple):
-    iteration_ms: float
-    launch_ms: tuple[float, ...]
-    start_ms: tuple[float, ...]
-    end_ms: tuple[float, ...]
-
 
 def _starts(launch: Sequence[float], end: Sequence[float]) -> tuple[float, ...]:
     """One channel: a bucket starts when it is launched and the previous one is done."""

@@ -5,12 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ..planning.base import StrategyOptions
-from ..planning.costmodel import CostModel
-from ..planning.plan import BucketPlan, PlanInput, fixed_plan, make_plan
+from ..costs import CostModel
+from ..planning.base import FixedPlan, PlanInput, StrategyOptions
+from ..planning.plan import BucketPlan, fixed_plan, make_plan
 
-__all__ = ["Fault", "Launch", "Sweep", "FixedPlan", "ReplayJob", "CalibrationJob",
-           "BACKENDS", "FAULT_MODES"]
+__all__ = ["Fault", "Launch", "Sweep", "ReplayJob", "CalibrationJob", "BACKENDS", "FAULT_MODES"]
 
 BACKENDS = ("auto", "nccl", "gloo")
 FAULT_MODES = ("raise", "exit", "hang")
@@ -61,15 +60,6 @@ class Sweep:
         ratio = (self.max_bytes / self.min_bytes) ** (1.0 / (self.points - 1))
         sizes = {int(round(self.min_bytes * ratio ** i / 4.0)) * 4 for i in range(self.points)}
         return sorted(s for s in sizes if s > 0)
-
-
-@dataclass(frozen=True)
-class FixedPlan:
-    """A plan read from a plan file: its grouping, by gradient index."""
-
-    buckets: tuple[tuple[int, ...], ...]
-    strategy: str
-    collectives: Optional[tuple[str, ...]] = None  # each bucket's (default: all-reduce)
 
 
 @dataclass(frozen=True)

@@ -29,10 +29,10 @@ from typing import Callable, Optional, Sequence
 import torch
 import torch.distributed as dist
 
-from ..planning.base import ALLREDUCE
+from ..costs import ProfilePoint, trimmed_mean
+from ..model import CollectiveKind
 from .buckets import BucketBuffer
-from ..planning.fit import trimmed_mean
-from .emulator import Schedule
+from .runs import Schedule
 
 __all__ = ["measure", "slowest", "GAP_MS"]
 
@@ -49,16 +49,15 @@ def slowest(values: list[float], device) -> list[float]:
 def measure(make_step, buffers, indices: Sequence[int], rank: int, device, rounds: int,
             warmup: int = 1, budget_s: Optional[float] = None, max_rounds: int = 30,
             on_round: Optional[Callable[[int, int], None]] = None,
-            before_round: Optional[Callable[[int], None]] = None) -> list[dict]:
+            before_round: Optional[Callable[[int], None]] = None) -> list[ProfilePoint]:
     """Time each of ``buffers[k]`` for k in ``indices`` (see the module's docstring), with
     ``make_step(buffers)`` the emulator the replay uses.
 
     ``rounds`` timed rounds after ``warmup``; with ``budget_s``, as many more rounds (up to
     ``max_rounds``) as fit in that many seconds after the first, agreed by all ranks.
-    Returns per index, in order: ``{"bytes", "times_ms", "median_ms", "mean_ms",
-    "queued_times_ms", "queued_median_ms", "queued_mean_ms"}``.
+    Returns a :class:`~tracecli.costs.ProfilePoint` per index, in order.
     """
-    lead = BucketBuffer(4, "float32", ALLREDUCE, buffers[indices[0]].world, device)
+    lead = BucketBuffer(4, "float32", CollectiveKind.ALL_REDUCE, buffers[indices[0]].world, device)
     pool = list(buffers) + [lead]
     step = make_step(pool)
     samples: dict[int, list[float]] = {k: [] for k in indices}
@@ -96,8 +95,7 @@ def measure(make_step, buffers, indices: Sequence[int], rank: int, device, round
         n = len(samples[k])
         times, waited = flat[at:at + n], flat[at + n:at + 2 * n]
         at += 2 * n
-        result.append({"bytes": buffers[k].nbytes, "times_ms": times,
-                       "median_ms": statistics.median(times), "mean_ms": trimmed_mean(times),
-                       "queued_times_ms": waited, "queued_median_ms": statistics.median(waited),
-                       "queued_mean_ms": trimmed_mean(waited)})
+        result.append(ProfilePoint(buffers[k].nbytes, trimmed_mean(times), statistics.median(times),
+                                   tuple(times), tuple(waited), statistics.median(waited),
+                                   trimmed_mean(waited)))
     return result

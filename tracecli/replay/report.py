@@ -1,16 +1,23 @@
-"""Measured against predicted: the replay and calibration reports (pure; no torch)."""
+"""Measured against predicted: the replay report (pure; no torch).
+
+Per bucket and per iteration, the slowest rank's times, medians over the timed
+iterations (and the bucket's 10%-trimmed mean duration); the iteration's p90; the error of
+the prediction. :meth:`ReplayReport.to_json` is the ``replay --json`` document (README).
+"""
 
 from __future__ import annotations
 
 import statistics
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Optional
 
-from ..planning.costmodel import calibration_doc
-from ..render.jsonout import plan_doc
-from ..planning.fit import fit_ring, trimmed_mean
+from ..costs import trimmed_mean
+from ..planning.plan import BucketPlan
 from .jobs import ReplayJob
+from .runs import BufferInfo, InPlaceCalibration, ReplayRun
 
-__all__ = ["replay_report", "calibration_report", "percentile"]
+__all__ = ["MeasuredBucket", "MeasuredRun", "ReplayInfo", "ReplayReport", "replay_report",
+           "percentile"]
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -19,77 +26,121 @@ def percentile(values: list[float], q: float) -> float:
     >>> percentile([1.0, 2.0, 3.0, 4.0], 90)
     3.7
     """
-    ordered = sorted(values)
-    if len(ordered) == 1:
-        return ordered[0]
-    pos = (len(ordered) - 1) * q / 100.0
-    low = int(pos)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1] if 0 < q < 100 \
+        else (min(values) if q <= 0 else max(values))
 
 
-def replay_report(job: ReplayJob, payload: dict[str, Any]) -> dict[str, Any]:
-    timeline = payload["timeline"]
-    plan = payload["plan"]
-    doc = plan_doc(plan)
-    ranks = payload["ranks"]
-    n_iter = len(ranks[0]["iterations"])
-    n_buckets = len(timeline.buckets)
-    iterations = [max(r["iterations"][i]["iteration_ms"] for r in ranks) for i in range(n_iter)]
+@dataclass(frozen=True)
+class MeasuredBucket:
+    index: int
+    ready_ms: float  # launched
+    start_ms: float
+    end_ms: float
+    duration_ms: float
+    mean_duration_ms: float
+    bare_ms: Optional[float] = None  # the same collective in a bare loop (--baseline)
 
-    def slowest(key: str, i: int, k: int) -> float:
-        return max(r["iterations"][i][key][k] for r in ranks)
+    @property
+    def overhead_pct(self) -> Optional[float]:
+        if self.bare_ms is None or self.bare_ms <= 0:
+            return None
+        return 100.0 * (self.duration_ms - self.bare_ms) / self.bare_ms
+
+    def to_json(self, index: bool = True) -> dict[str, Any]:
+        doc: dict[str, Any] = {"index": self.index} if index else {}
+        doc.update(ready_ms=self.ready_ms, start_ms=self.start_ms, end_ms=self.end_ms,
+                   duration_ms=self.duration_ms, mean_duration_ms=self.mean_duration_ms)
+        if self.bare_ms is not None:  # the key predates other collectives: the bare collective
+            doc.update(bare_allreduce_ms=self.bare_ms, overhead_pct=self.overhead_pct)
+        return doc
+
+
+@dataclass(frozen=True)
+class MeasuredRun:
+    iteration_ms: float  # median over timed iterations
+    iteration_p90_ms: float
+    iterations_ms: tuple[float, ...]
+    exposed_comm_ms: float
+    comm_ms: float
+    buckets: tuple[MeasuredBucket, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"iteration_ms": self.iteration_ms, "iteration_p90_ms": self.iteration_p90_ms,
+                "iterations_ms": list(self.iterations_ms), "exposed_comm_ms": self.exposed_comm_ms,
+                "comm_ms": self.comm_ms, "buckets": [b.to_json() for b in self.buckets]}
+
+
+@dataclass(frozen=True)
+class ReplayInfo:
+    backend: str
+    device: str
+    ranks: int
+    iters: int
+    warmup: int
+    verified: bool
+    cost_source: str
+    calibration: Optional[InPlaceCalibration]
+    buffers: tuple[BufferInfo, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"backend": self.backend, "device": self.device, "ranks": self.ranks,
+                "iters": self.iters, "warmup": self.warmup, "verified": self.verified,
+                "cost_source": self.cost_source,
+                "calibration": self.calibration.to_json() if self.calibration else None,
+                "buffers": [b.to_json() for b in self.buffers]}
+
+
+@dataclass(frozen=True)
+class ReplayReport:
+    """A replayed plan (predicted under the replay's cost model) and what was measured."""
+
+    plan: BucketPlan
+    measured: MeasuredRun
+    error_pct: Optional[float]
+    replay: ReplayInfo
+
+    @property
+    def verified(self) -> bool:
+        return self.replay.verified
+
+    def to_json(self) -> dict[str, Any]:
+        doc = self.plan.to_json()
+        doc["measured"] = self.measured.to_json()
+        doc["error_pct"] = self.error_pct
+        for b, m in zip(doc["buckets"], self.measured.buckets):
+            b["measured"] = m.to_json(index=False)
+        doc["replay"] = self.replay.to_json()
+        return doc
+
+
+def replay_report(job: ReplayJob, run: ReplayRun) -> ReplayReport:
+    """The report of ``run``: per iteration and bucket, the slowest rank's times."""
+    timeline = run.plan.timeline
+    n_iter = len(run.ranks[0].iterations)
+    iterations = [max(r.iterations[i].iteration_ms for r in run.ranks) for i in range(n_iter)]
+
+    def slowest(field: str, i: int, k: int) -> float:
+        return max(getattr(r.iterations[i], field)[k] for r in run.ranks)
 
     buckets = []
-    for k in range(n_buckets):
+    for k in range(len(timeline.buckets)):
         launch = [slowest("launch_ms", i, k) for i in range(n_iter)]
         start = [slowest("start_ms", i, k) for i in range(n_iter)]
         end = [slowest("end_ms", i, k) for i in range(n_iter)]
         duration = [e - s for s, e in zip(start, end)]
-        buckets.append({"index": k, "ready_ms": statistics.median(launch),
-                        "start_ms": statistics.median(start), "end_ms": statistics.median(end),
-                        "duration_ms": statistics.median(duration),
-                        "mean_duration_ms": trimmed_mean(duration)})
+        buckets.append(MeasuredBucket(k, statistics.median(launch), statistics.median(start),
+                                      statistics.median(end), statistics.median(duration),
+                                      trimmed_mean(duration),
+                                      run.baseline_ms[k] if run.baseline_ms is not None else None))
     median = statistics.median(iterations)
     predicted = timeline.iteration_ms
-    doc["measured"] = {
-        "iteration_ms": median,
-        "iteration_p90_ms": percentile(iterations, 90),
-        "iterations_ms": iterations,
-        "exposed_comm_ms": median - timeline.compute_ms,
-        "comm_ms": sum(b["duration_ms"] for b in buckets),
-        "buckets": buckets,
-    }
-    baseline = payload.get("baseline_ms")
-    if baseline is not None:
-        for m, bare in zip(buckets, baseline):
-            m["bare_allreduce_ms"] = bare
-            m["overhead_pct"] = 100.0 * (m["duration_ms"] - bare) / bare if bare > 0 else None
-    doc["error_pct"] = 100.0 * (median - predicted) / predicted if predicted else None
-    for b, m in zip(doc["buckets"], buckets):
-        b["measured"] = {key: m[key] for key in ("ready_ms", "start_ms", "end_ms", "duration_ms",
-                                                 "mean_duration_ms", "bare_allreduce_ms",
-                                                 "overhead_pct") if key in m}
-    doc["replay"] = {
-        "backend": payload["backend"],
-        "device": payload["device"],
-        "ranks": payload["world"],
-        "iters": job.iters,
-        "warmup": job.warmup,
-        "verified": payload["verified"],
-        "cost_source": job.cost_source if payload["calibration"] is None else "in-place calibration",
-        "calibration": payload["calibration"],
-        "buffers": payload["buffers"],
-    }
-    return doc
-
-
-def calibration_report(payload: dict[str, Any]) -> dict[str, Any]:
-    points = payload["points"]
-    world = payload["world"]
-    fit = fit_ring([(p["bytes"], p["mean_ms"]) for p in points], world)
-    rows = [{**p, "predicted_ms": fit.latency_ms + fit.ms_per_byte * p["bytes"]} for p in points]
-    doc = calibration_doc(payload["backend"], world, "ring", fit.alpha_us, fit.bandwidth_gbps,
-                          fit.r2, fit.mape_pct, rows, payload["device"])
-    doc["fit"]["poor"] = fit.poor
-    return doc
+    measured = MeasuredRun(median, percentile(iterations, 90), tuple(iterations),
+                           median - timeline.compute_ms, sum(b.duration_ms for b in buckets),
+                           tuple(buckets))
+    info = ReplayInfo(run.backend, run.device, run.world, job.iters, job.warmup, run.verified,
+                      job.cost_source if run.calibration is None else "in-place calibration",
+                      run.calibration, run.buffers)
+    return ReplayReport(run.plan, measured, 100.0 * (median - predicted) / predicted
+                        if predicted else None, info)

@@ -17,13 +17,13 @@ from typing import Any, Callable, Optional
 import torch
 import torch.distributed as dist
 
-from ..planning.costmodel import CostModel, monotone
-from ..planning.base import ALLREDUCE
+from ..costs import ProfilePoint, fit_ring, fitted_model, monotone
+from ..model import CollectiveKind
 from .buckets import BucketBuffer
-from .emulator import CpuStep, CudaStep, Schedule, fill, verify
-from .measure import GAP_MS, measure, slowest
-from ..planning.fit import fit_ring
+from .emulator import CpuStep, CudaStep, fill, verify
 from .jobs import CalibrationJob, Launch, ReplayJob, Sweep
+from .measure import GAP_MS, measure, slowest
+from .runs import InPlaceCalibration, RankResult, ReplayRun, Schedule, StepTimes, SweepRun
 
 __all__ = ["spawn_main", "run_rank"]
 
@@ -88,8 +88,9 @@ def _fault(launch: Launch, rank: int) -> None:
 
 
 def run_rank(rank: int, world: int, local_rank: int, backend: str, job, launch: Launch,
-             progress: Progress = None, store=None) -> Optional[dict]:
-    """One rank's work; ``store``: the rendezvous (None under torchrun: its environment)."""
+             progress: Progress = None, store=None) -> Optional[ReplayRun | SweepRun]:
+    """One rank's work; ``store``: the rendezvous (None under torchrun: its environment).
+    Rank 0 returns the run (:class:`~.runs.ReplayRun` or :class:`~.runs.SweepRun`)."""
     device = torch.device("cpu")
     if backend == "nccl":
         device = torch.device("cuda", local_rank)
@@ -101,9 +102,8 @@ def run_rank(rank: int, world: int, local_rank: int, backend: str, job, launch: 
     try:
         if isinstance(job, CalibrationJob):
             points = _calibrate(job.sweep, rank, world, device, backend, launch, progress)
-            return _gather({"points": points}, rank, world, lambda parts: {
-                "points": parts[0]["points"], "device": _device_name(device), "backend": backend,
-                "world": world})
+            return _gather(points, rank, world, lambda parts: SweepRun(
+                tuple(parts[0]), _device_name(device), backend, world))
         return _replay(job, rank, world, device, backend, launch, progress)
     finally:
         dist.destroy_process_group()
@@ -144,11 +144,11 @@ def _step(buffers, device, backend: str, world: int):
 
 
 def _sweep_buffers(sizes, world: int, device) -> list[BucketBuffer]:
-    return [BucketBuffer(size, "float32", ALLREDUCE, world, device) for size in sizes]
+    return [BucketBuffer(size, "float32", CollectiveKind.ALL_REDUCE, world, device) for size in sizes]
 
 
 def _calibrate(sweep: Sweep, rank: int, world: int, device, backend: str, launch: Launch,
-               progress: Progress) -> list[dict]:
+               progress: Progress) -> list[ProfilePoint]:
     """``calibrate``: every sweep size timed in a replay's conditions (see :mod:`.measure`)."""
     buffers = _sweep_buffers(sweep.sizes(), world, device)
     return measure(lambda pool: _step(pool, device, backend, world), buffers, range(len(buffers)),
@@ -170,7 +170,7 @@ def _bare_loop(buffers, job: ReplayJob, device, backend: str) -> list[float]:
     return result
 
 
-def _gather(obj: Any, rank: int, world: int, combine) -> Optional[dict]:
+def _gather(obj: Any, rank: int, world: int, combine) -> Any:
     """Pickled objects of every rank, combined on rank 0.
 
     Plain tensor collectives: torch's gather_object needs numpy, which torch does not
@@ -192,19 +192,16 @@ def _gather(obj: Any, rank: int, world: int, combine) -> Optional[dict]:
                     for p, s in zip(parts, sizes)])
 
 
-def _model(points: list[dict], world: int, backend: str, what: str) -> tuple[CostModel, dict]:
-    """The cost model of measured points: their times, and alpha-beta fitted to them."""
-    fit = fit_ring([(p["bytes"], p["mean_ms"]) for p in points], world)
-    measured = monotone({p["bytes"]: p["mean_ms"] for p in points}.items())
-    queued = monotone({p["bytes"]: p["queued_mean_ms"] for p in points
-                       if p.get("queued_mean_ms") is not None}.items())
-    model = CostModel(f"in-place calibration ({backend})", fit.alpha_us, fit.bandwidth_gbps, world,
-                      "ring", 0.0, f"measured before the replay: {what}; alpha-beta R²={fit.r2:.4f}, "
-                      f"MAPE {fit.mape_pct:.1f}%", points=measured, points_gpus=world,
-                      queued_points=queued)
-    quality = {"alpha_us": fit.alpha_us, "bandwidth_gbps": fit.bandwidth_gbps, "r2": fit.r2,
-               "mape_pct": fit.mape_pct, "poor": fit.poor}
-    return model, quality
+def _model(points: list[ProfilePoint], world: int, backend: str, what: str):
+    """The cost model of measured points (their times, alpha-beta fitted to them), and the fit."""
+    fit = fit_ring([(p.bytes, p.mean_ms) for p in points], world)
+    measured = monotone({p.bytes: p.mean_ms for p in points}.items())
+    queued = monotone({p.bytes: p.queued_mean_ms for p in points
+                       if p.queued_mean_ms is not None}.items())
+    model = fitted_model(f"in-place calibration ({backend})", fit, world,
+                         f"measured before the replay: {what}; alpha-beta R²={fit.r2:.4f}, "
+                         f"MAPE {fit.mape_pct:.1f}%", measured, world, queued)
+    return model, fit
 
 
 def _calibrate_in_place(job: ReplayJob, rank: int, world: int, device, backend: str,
@@ -219,32 +216,35 @@ def _calibrate_in_place(job: ReplayJob, rank: int, world: int, device, backend: 
     first = measure(make, sweep, range(len(sweep)), rank, device, rounds=2, warmup=1,
                     before_round=lambda r: _fault(launch, rank) if r == 1 else None)
     cost, _ = _model(first, world, backend, "a sweep")
-    points: dict[int, dict] = {}
+    points: dict[int, ProfilePoint] = {}
     plan = job.plan(cost)
     for _ in range(2):
         buffers = [BucketBuffer(b.nbytes, b.dtype, b.collective, world, device) for b in plan.buckets]
-        wanted = [k for k, b in enumerate(buffers) if b.collective == ALLREDUCE and b.nbytes not in points]
+        wanted = [k for k, b in enumerate(buffers)
+                  if b.collective is CollectiveKind.ALL_REDUCE and b.nbytes not in points]
         if not wanted and points:
             break
         chosen = {buffers[k].nbytes: buffers[k] for k in wanted}  # one buffer a size
         pool = [chosen[n] for n in sorted(chosen)] + [b for b in sweep if b.nbytes not in points]
         for p in measure(make, pool, range(len(pool)), rank, device, rounds=5, warmup=1,
                          budget_s=job.calibration_budget_s, on_round=report):
-            points[p["bytes"]] = p
+            points[p.bytes] = p
         cost, _ = _model(list(points.values()), world, backend, "provisional")
         plan = job.plan(cost)  # its bucket sizes may move under the measured model
-    cost, quality = _model(list(points.values()), world, backend,
-                           f"the plan's bucket sizes and {len(sweep)} sweep sizes")
+    cost, fit = _model(list(points.values()), world, backend,
+                       f"the plan's bucket sizes and {len(sweep)} sweep sizes")
     plan = job.plan(cost)
-    calibration = {"points": sorted(points.values(), key=lambda p: p["bytes"]), **quality,
-                   "conditions": "each size launched from the replay's communication path, alone "
-                                 f"after {GAP_MS:g} ms idle and queued right behind another; sizes "
-                                 "interleaved; slowest rank per run, 10%-trimmed mean per size"}
+    calibration = InPlaceCalibration(
+        tuple(sorted(points.values(), key=lambda p: p.bytes)), fit.alpha_us, fit.bandwidth_gbps,
+        fit.r2, fit.mape_pct, fit.poor,
+        "each size launched from the replay's communication path, alone after "
+        f"{GAP_MS:g} ms idle and queued right behind another; sizes interleaved; slowest rank "
+        "per run, 10%-trimmed mean per size")
     return cost, plan, calibration
 
 
 def _replay(job: ReplayJob, rank: int, world: int, device, backend: str, launch: Launch,
-            progress: Progress) -> Optional[dict]:
+            progress: Progress) -> Optional[ReplayRun]:
     calibration = None
     if job.cost is None:
         cost, plan, calibration = _calibrate_in_place(job, rank, world, device, backend, launch,
@@ -260,7 +260,8 @@ def _replay(job: ReplayJob, rank: int, world: int, device, backend: str, launch:
     schedule = Schedule(tuple(launch_ms), job.inp.backward_end_ms, job.inp.update_ms)
     buffers = [BucketBuffer(b.nbytes, b.dtype, b.collective, world, device) for b in timeline.buckets]
     step = _step(buffers, device, backend, world)
-    iterations, verified = [], True
+    iterations: list[StepTimes] = []
+    verified = True
     total = job.warmup + job.iters
     for it in range(total):
         if it == 1 and job.cost is not None:
@@ -269,13 +270,11 @@ def _replay(job: ReplayJob, rank: int, world: int, device, backend: str, launch:
         times = step.run(schedule)
         verified = verify(buffers) and verified
         if it >= job.warmup:
-            iterations.append(times._asdict())
+            iterations.append(times)
         if progress:
             progress("replay", it + 1, total)
     baseline = _bare_loop(buffers, job, device, backend) if job.baseline else None
     ok = slowest([0.0 if verified else 1.0], device)[0] == 0.0
-    return _gather({"rank": rank, "iterations": iterations}, rank, world, lambda parts: {
-        "ranks": parts, "verified": ok, "cost": cost, "calibration": calibration,
-        "plan": plan, "timeline": timeline, "device": _device_name(device), "backend": backend,
-        "world": world, "baseline_ms": baseline, "buffers": [b.describe() for b in buffers],
-    })
+    return _gather(RankResult(rank, tuple(iterations)), rank, world, lambda parts: ReplayRun(
+        tuple(parts), ok, cost, calibration, plan, _device_name(device), backend, world,
+        tuple(baseline) if baseline is not None else None, tuple(b.describe() for b in buffers)))

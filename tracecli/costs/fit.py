@@ -1,6 +1,7 @@
-"""Least-squares fit of the ring all-reduce model to measured times (pure; no torch).
+"""Least-squares fit of the ring all-reduce line to measured times (pure; no torch).
 
-``t(n) = a + b·n`` with ``a = 2(p-1)·alpha`` and ``b = 2(p-1)/p / B``. The fit weights each
+``t(n) = a + b·n`` with ``a = steps(p)·alpha`` and ``b = traffic(p) / B`` (the all-reduce
+row of :mod:`.collectives`: ``2(p-1)`` and ``2(p-1)/p``). The fit weights each
 point by ``1/t²`` so small sizes (which fix the latency) count as much as large ones
 (which fix the bandwidth); R² and the mean absolute percentage error are reported on the
 raw times, and a poor fit is reported, not hidden.
@@ -15,8 +16,10 @@ from __future__ import annotations
 from typing import NamedTuple, Sequence
 
 from ..errors import CalibrationError
+from ..model import CollectiveKind
+from .collectives import kind_cost, steps
 
-__all__ = ["RingFit", "fit_ring", "trimmed_mean", "POOR_FIT_R2", "POOR_FIT_MAPE"]
+__all__ = ["RingFit", "fit_ring", "trimmed_mean", "monotone", "POOR_FIT_R2", "POOR_FIT_MAPE"]
 
 POOR_FIT_R2 = 0.95
 POOR_FIT_MAPE = 20.0
@@ -74,6 +77,29 @@ def fit_ring(points: Sequence[tuple[int, float]], ranks: int) -> RingFit:
     ss_res = sum((t - p) ** 2 for (_, t), p in zip(pts, predicted))
     r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else 1.0
     mape = 100.0 * sum(abs(t - p) / t for (_, t), p in zip(pts, predicted)) / len(pts)
-    alpha_us = a / (2 * (ranks - 1)) * 1000.0
-    bandwidth = (2.0 * (ranks - 1) / ranks) / b * 1000.0 / 1e9
+    kind = CollectiveKind.ALL_REDUCE
+    alpha_us = a / steps(kind, ranks, "ring") * 1000.0
+    bandwidth = kind_cost(kind).traffic(ranks) / b * 1000.0 / 1e9
     return RingFit(alpha_us, bandwidth, r2, mape, a, b, predicted)
+
+
+def monotone(points) -> tuple[tuple[int, float], ...]:
+    """Measured ``(bytes, ms)`` made non-decreasing in size (pool-adjacent-violators): a
+    collective cannot get faster as it grows, so a dip is noise, and neighbouring sizes
+    share their evidence instead.
+
+    >>> monotone([(1, 1.0), (2, 3.0), (3, 2.0), (4, 5.0)])
+    ((1, 1.0), (2, 2.5), (3, 2.5), (4, 5.0))
+    """
+    ordered = sorted(points)
+    blocks: list[list] = []  # [total, count, first index]
+    for i, (_, t) in enumerate(ordered):
+        blocks.append([t, 1, i])
+        while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] > blocks[-1][0] / blocks[-1][1]:
+            total, count, _ = blocks.pop()
+            blocks[-1][0] += total
+            blocks[-1][1] += count
+    values = []
+    for total, count, _ in blocks:
+        values += [total / count] * count
+    return tuple((n, v) for (n, _), v in zip(ordered, values))

@@ -1,0 +1,101 @@
+"""One constructor per source of figures: a preset or overrides, a calibration profile, a
+fit to measured points (a trace's own collectives, a replay's in-place calibration)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from ..errors import PlanError
+from .alphabeta import ALGORITHMS, DEFAULT_NETWORK, NETWORKS, AlphaBeta
+from .fit import RingFit
+from .measured import Measured
+from .model import CostModel
+from .profile import CalibrationProfile, read_profile
+
+__all__ = ["preset_model", "profile_model", "fitted_model", "resolve_cost_model"]
+
+
+def preset_model(gpus: int, network: Optional[str] = None, algorithm: str = "ring",
+                 launch_us: float = 0.0) -> AlphaBeta:
+    """The line of a network preset (default: :data:`~.alphabeta.DEFAULT_NETWORK`)."""
+    name = network or DEFAULT_NETWORK
+    if name not in NETWORKS:
+        raise PlanError(None, None, f"unknown network {name!r}; use one of " + ", ".join(NETWORKS))
+    preset = NETWORKS[name]
+    return AlphaBeta(name, preset.alpha_us, preset.bandwidth_gbps, gpus, algorithm, launch_us,
+                     preset.source)
+
+
+def profile_model(profile: CalibrationProfile, path: str | Path) -> Measured:
+    """The model of a calibration profile read from ``path``: its measured sizes, the line
+    beyond them, on the ranks it was measured on."""
+    quality = f", R²={profile.r2:.4f}" if profile.r2 is not None else ""
+    source = f"calibrated {profile.backend} on {profile.gpus} ranks ({profile.device}){quality}"
+    points = profile.curve()
+    line = AlphaBeta(f"calibration:{Path(str(path)).name}", profile.alpha_us,
+                     profile.bandwidth_gbps, profile.gpus, profile.algorithm, 0.0,
+                     source + (f"; {len(points)} measured sizes" if points else ""))
+    return Measured(line, points, profile.gpus if points else 0, profile.queued_curve())
+
+
+def fitted_model(name: str, fit: RingFit, gpus: int, source: str,
+                 points: Sequence[tuple[int, float]], measured_on: int,
+                 queued: Sequence[tuple[int, float]] = (), algorithm: str = "ring",
+                 launch_us: float = 0.0, quality: Optional[dict[str, Any]] = None) -> Measured:
+    """Measured ``points`` (non-decreasing, on ``measured_on`` ranks) with the ring line
+    ``fit`` to them, used on ``gpus`` ranks."""
+    line = AlphaBeta(name, fit.alpha_us, fit.bandwidth_gbps, gpus, algorithm, launch_us, source,
+                     quality)
+    return Measured(line, tuple(points), measured_on, tuple(queued))
+
+
+def _check(gpus: int, algorithm: str) -> None:
+    if gpus < 1:
+        raise PlanError(None, None, f"--gpus must be at least 1, not {gpus}")
+    if algorithm not in ALGORITHMS:
+        raise PlanError(None, None, f"unknown algorithm {algorithm!r}; use ring or tree")
+
+
+def resolve_cost_model(
+    gpus: int,
+    network: Optional[str] = None,
+    alpha_us: Optional[float] = None,
+    bandwidth_gbps: Optional[float] = None,
+    calibration: Optional[str] = None,
+    algorithm: str = "ring",
+    launch_us: float = 0.0,
+    default_network: str = DEFAULT_NETWORK,
+    profile: Optional[CalibrationProfile] = None,
+) -> CostModel:
+    """The cost model from a calibration profile (``profile``: one already read from
+    ``calibration``), else a network preset; overrides of alpha and bandwidth last."""
+    _check(gpus, algorithm)
+    if calibration is not None:
+        if network is not None:
+            raise PlanError(None, None, "pass --calibration or --network, not both")
+        measured = profile_model(profile if profile is not None else read_profile(calibration),
+                                 calibration)
+        line = replace(measured.line, gpus=gpus, launch_us=launch_us or measured.line.launch_us,
+                       algorithm=algorithm if algorithm != "ring" else measured.line.algorithm)
+        model: Any = replace(measured, line=line)
+    else:
+        model = preset_model(gpus, network or default_network, algorithm, launch_us)
+    if alpha_us is not None:
+        if alpha_us < 0:
+            raise PlanError(None, None, "--alpha-us must not be negative")
+        model = _line(model, alpha_us=alpha_us, source=model.source + "; alpha overridden")
+    if bandwidth_gbps is not None:
+        if bandwidth_gbps <= 0:
+            raise PlanError(None, None, "--bandwidth-gbps must be positive")
+        model = _line(model, bandwidth_gbps=bandwidth_gbps,
+                      source=model.source + "; bandwidth overridden")
+    return model
+
+
+def _line(model, **changes):
+    """``model`` with its line's figures changed."""
+    if isinstance(model, Measured):
+        return replace(model, line=replace(model.line, **changes))
+    return replace(model, **changes)

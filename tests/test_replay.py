@@ -65,6 +65,51 @@ def test_replay_vgg_gloo_with_network_and_chrome_trace(tmp_path):
     assert {e["pid"] for e in trace["traceEvents"] if e["ph"] == "X"} == {1, 2}
 
 
+def test_replay_plan_file_and_table(tmp_path):
+    plan = tmp_path / "plan.json"
+    assert run("plan-buckets", RESNET, "--backward-ms", "40", "--strategy", "optimal", "--gpus", "2",
+               "--network", "10gbe", "--out", plan).exit_code == 0
+    result = run("replay", "--plan", plan, "--gpus", "2", "--iters", "2", "--warmup", "0",
+                 "--network", "10gbe")
+    assert result.exit_code == 0, result.output
+    assert "buffers verified" in result.stdout and "measured median" in result.stdout
+    saved = json.loads(plan.read_text())
+    doc = replay_json("--plan", plan, "--gpus", "2", "--iters", "1", "--warmup", "0",
+                      "--network", "10gbe")
+    assert [b["tensors"] for b in doc["buckets"]] == [b["tensors"] for b in saved["buckets"]]
+    assert doc["predicted"]["iteration_ms"] == pytest.approx(saved["predicted"]["iteration_ms"])
+
+
+def test_calibrate_profile_feeds_plan_buckets(tmp_path):
+    profile = tmp_path / "cal.json"
+    result = run("calibrate", "--gpus", "2", "--max-size", "4MiB", "--points", "5", "--iters", "3",
+                 "--warmup", "1", "--out", profile)
+    assert result.exit_code == 0, result.output
+    assert "fit: alpha" in result.stdout
+    doc = json.loads(profile.read_text())
+    assert doc["format"] == "tracecli-calibration" and len(doc["points"]) == 5
+    assert doc["alpha_us"] >= 0 and doc["bandwidth_gbps"] > 0 and "r2" in doc["fit"]
+    planned = run("plan-buckets", VGG, "--calibration", profile, "--gpus", "2", "--json")
+    assert planned.exit_code == 0
+    cost = json.loads(planned.stdout)["cost_model"]
+    assert cost["alpha_us"] == pytest.approx(doc["alpha_us"]) and "calibrated gloo" in cost["source"]
+
+
+def children_of(pid: int) -> list[int]:
+    """Live child processes, less multiprocessing's resource tracker (it lives as long
+    as its parent and is no rank)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z" and b"resource_tracker" not in cmdline:
+            found.append(int(stat.parent.name))
+    return found
+
+
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to look for orphans")
 @pytest.mark.parametrize("mode,words", [
     ("raise", ["rank 1 failed", "planted failure"]),

@@ -153,7 +153,7 @@ def test_gpu_sample_collectives_and_as_run():
     counts = [len(b.members) for b in observed_run(trace, readiness(trace)).buckets]
     assert sum(counts) == 161 and counts[0] == 2  # fc.bias, fc.weight: DDP's 1 MiB first bucket
     assert [b.nbytes for b in planned.plan.buckets] == [4 * n for n in (2_049_000, 7_875_584, 6_563_840, 6_637_568, 2_431_040)]
-    assert planned.cost.name == "trace" and planned.cost.fit["points"] == 15
+    assert planned.cost.name == "trace" and planned.cost.describe()["fit"]["points"] == 15
 
 
 def test_step_option(tmp_path):

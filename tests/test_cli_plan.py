@@ -91,7 +91,7 @@ def test_calibration_profile_is_used(tmp_path):
 
 
 @pytest.mark.parametrize("args,words", [
-    (["--max-bytes", "32m"], ["unknown size suffix", "KiB"]),
+    (["--max-bytes", "32q"], ["unknown size suffix", "KiB"]),
     (["--max-bytes", "-5"], ["not a size"]),
     (["--strategy", "nope"], ["per-tensor", "optimal"]),
     (["--network", "wifi"], ["nvlink-h100", "10gbe"]),
@@ -145,3 +145,11 @@ def test_advice_is_whole_and_names_readable(columns):
     for b in doc["buckets"]:
         for key in ("ready_ms", "start_ms", "end_ms", "duration_ms"):
             assert f"{b[key]:,.3f}" in text, (key, b[key])
+
+
+@pytest.mark.parametrize("text,nbytes", [("32mb", 32_000_000), ("32MB", 32_000_000), ("32m", 32 << 20),
+                                         ("2mib", 2 << 20), ("1Gb", 10**9), ("64K", 64 << 10)])
+def test_size_suffixes_in_any_case(text, nbytes):
+    from tracecli.units import parse_size
+
+    assert parse_size(text) == nbytes

@@ -1,7 +1,8 @@
 """Byte sizes: parse ``32k`` / ``25MiB`` / ``1.5GB`` and format them for humans.
 
 Suffixes follow tf_cnn_benchmarks for the short forms (``k``/``K``, ``M``, ``G``, ``T``
-are powers of 1024), IEC names are powers of 1024 and SI names powers of 1000.
+are powers of 1024), IEC names are powers of 1024 and SI names powers of 1000; case does
+not matter (``32mb`` is ``32MB``, 32,000,000 bytes; ``32m`` is ``32M``, 32 MiB).
 
 >>> parse_size("32k")
 32768
@@ -39,6 +40,7 @@ SIZE_SUFFIXES = {
     "GB": 1000**3,
     "TB": 1000**4,
 }
+_BY_LOWER = {suffix.lower(): scale for suffix, scale in SIZE_SUFFIXES.items()}  # case ignored
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]*)\s*$")
 
@@ -51,10 +53,12 @@ def parse_size(text: str) -> int:
 
     >>> parse_size("1048576")
     1048576
-    >>> parse_size("32m")
+    >>> parse_size("32mb"), parse_size("32m"), parse_size("1kib")
+    (32000000, 33554432, 1024)
+    >>> parse_size("32x")
     Traceback (most recent call last):
     ...
-    ValueError: unknown size suffix 'm' in '32m'; use k/K, M, G, T (powers of 1024), KiB/MiB/GiB/TiB, or KB/MB/GB/TB (powers of 1000)
+    ValueError: unknown size suffix 'x' in '32x'; use k/K, M, G, T (powers of 1024), KiB/MiB/GiB/TiB, or KB/MB/GB/TB (powers of 1000), in any case
     """
     match = _SIZE_RE.match(str(text))
     if not match:
@@ -63,12 +67,13 @@ def parse_size(text: str) -> int:
             "e.g. 32k, 25MiB, 64MB"
         )
     number, suffix = match.groups()
-    if suffix not in SIZE_SUFFIXES:
+    scale = _BY_LOWER.get(suffix.lower())
+    if scale is None:
         raise ValueError(
             f"unknown size suffix {suffix!r} in {text!r}; use k/K, M, G, T (powers of 1024), "
-            "KiB/MiB/GiB/TiB, or KB/MB/GB/TB (powers of 1000)"
+            "KiB/MiB/GiB/TiB, or KB/MB/GB/TB (powers of 1000), in any case"
         )
-    value = float(number) * SIZE_SUFFIXES[suffix]
+    value = float(number) * scale
     if not math.isfinite(value) or value != int(value):
         raise ValueError(f"size {text!r} is not a whole number of bytes")
     return int(value)

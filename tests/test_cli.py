@@ -11,24 +11,9 @@ from click.testing import CliRunner
 
 from tracecli.cli import cli
 
-from conftest import FIXTURES, RESNET, RESNET_SIZES, VGG
+from conftest import FIXTURES, RESNET, RESNET_SIZES, VGG, assert_error, run
 
 MLP = (FIXTURES / "mlp_chainer.txt").read_text()
-
-
-def run(*args, input=None):
-    return CliRunner().invoke(cli, [str(a) for a in args], input=input)
-
-
-def assert_error(result, where: str, *words: str):
-    """Exit 2, exactly one line on stderr, starting with ``where`` and naming ``words``."""
-    assert result.exit_code == 2, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith(where), lines[0]
-    for word in words:
-        assert word in lines[0], lines[0]
-    assert "Traceback" not in result.output
 
 
 def test_inspect_vgg_json_contract():

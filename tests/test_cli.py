@@ -230,10 +230,29 @@ def test_sizes_with_chainer_is_an_error():
 
 
 def test_debug_shows_traceback(tmp_path):
+    """--debug lets a user error through as itself: the TraceFormatError with its path:line,
+    not the one red line, and Python's traceback on stderr with exit status 1."""
+    import subprocess
+    import sys
+
+    from tracecli.errors import TraceFormatError
+
     path = tmp_path / "e.txt"
     path.write_text("")
     result = run("--debug", "inspect", path)
-    assert result.exit_code != 0 and result.exception is not None
+    assert type(result.exception) is TraceFormatError
+    assert str(result.exception).startswith(f"{path}:1: file is empty")
+    assert result.exit_code == 1 and result.stderr == "" and result.stdout == ""
+    plain = run("inspect", path)
+    assert plain.exception is None or isinstance(plain.exception, SystemExit)
+    assert_error(plain, f"{path}:1:", "file is empty")
+    out = subprocess.run([sys.executable, "-m", "tracecli", "--debug", "inspect", str(path)],
+                         capture_output=True, text=True)
+    assert out.returncode == 1 and out.stdout == ""
+    assert out.stderr.startswith("Traceback (most recent call last):"), out.stderr
+    assert out.stderr.rstrip().splitlines()[-1] == (
+        f"tracecli.errors.TraceFormatError: {path}:1: file is empty; pass a Chainer dump, "
+        "a TensorFlow op list or a PyTorch profiler trace")
 
 
 def test_a_bug_is_one_line_and_debug_shows_it(monkeypatch):

@@ -5,6 +5,7 @@ run, assert_error, VGG``); fixtures (``dump``) arrive by name."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,16 @@ def assert_error(result, where: str, *words: str):
     for word in words:
         assert word in lines[0], lines[0]
     assert "Traceback" not in result.output
+
+
+def check_golden(name: str, text: str) -> None:
+    """``text`` equals tests/golden/NAME; with TRACECLI_UPDATE_GOLDEN=1 in the environment the
+    file is (re)written from ``text`` instead, to be reviewed with git diff before committing."""
+    path = GOLDEN / name
+    if os.environ.get("TRACECLI_UPDATE_GOLDEN") == "1":
+        path.write_text(text)
+    assert path.exists(), f"{path} is missing: rerun with TRACECLI_UPDATE_GOLDEN=1 to write it"
+    assert text == path.read_text(), f"{name} differs (TRACECLI_UPDATE_GOLDEN=1 rewrites it)"
 
 
 class ChainerDump:

@@ -7,11 +7,8 @@ import xml.etree.ElementTree as ET
 
 import networkx as nx
 import pytest
-from click.testing import CliRunner
 
-from tracecli.cli import cli
-
-from conftest import FIXTURES, RESNET, RESNET_SIZES, VGG, assert_error, run
+from conftest import FIXTURES, RESNET, RESNET_SIZES, VGG, assert_error, check_golden, run
 
 MLP = (FIXTURES / "mlp_chainer.txt").read_text()
 
@@ -48,11 +45,10 @@ def test_inspect_is_deterministic():
 
 
 def test_inspect_table_golden():
-    result = CliRunner(env={"COLUMNS": "100", "NO_COLOR": "1"}).invoke(
-        cli, ["inspect", str(FIXTURES / "mlp_chainer.txt"), "--per-gradient"])
+    result = run("inspect", FIXTURES / "mlp_chainer.txt", "--per-gradient",
+                 env={"COLUMNS": "100", "NO_COLOR": "1"})
     assert result.exit_code == 0
-    golden = (FIXTURES.parent / "golden" / "inspect_mlp.txt").read_text()
-    assert result.stdout.replace(str(FIXTURES), "FIXTURES") == golden
+    check_golden("inspect_mlp.txt", result.stdout.replace(str(FIXTURES), "FIXTURES"))
 
 
 def test_inspect_top_shortens_tables():

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from tracecli.planning import STRATEGIES, Grad, PlanInput, StrategyOptions, compare, resolve_cost_model
+from tracecli.planning import STRATEGIES, Grad, PlanInput, StrategyOptions, compare
+
+try:  # the cost-model package (issue 14); before it, planning held the constructor
+    from tracecli.costs import resolve_cost_model
+except ImportError:
+    from tracecli.planning import resolve_cost_model
 
 MiB = 1 << 20
 COST = resolve_cost_model(8, "25gbe")

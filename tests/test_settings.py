@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from tracecli.planning import Grad, PlanInput, StrategyOptions, make_plan, resolve_cost_model
+from tracecli.planning import Grad, PlanInput, StrategyOptions, make_plan
+
+try:  # the cost-model package (issue 14); before it, planning held the constructor
+    from tracecli.costs import resolve_cost_model
+except ImportError:
+    from tracecli.planning import resolve_cost_model
 
 MiB = 1 << 20
 COST = resolve_cost_model(8, "25gbe")

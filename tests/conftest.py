@@ -1,9 +1,17 @@
+"""Shared test helpers: sample and fixture paths, running a command, checking an error line,
+and writing small Chainer dumps. Test modules import the names they use (``from conftest import
+run, assert_error, VGG``); fixtures (``dump``) arrive by name."""
+
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
+
+from tracecli.cli import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_traces"
@@ -11,6 +19,34 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 VGG = SAMPLES / "vgg19_chainer.txt"
 RESNET = SAMPLES / "resnet50_horovod_tf.txt"
 RESNET_SIZES = SAMPLES / "resnet50_horovod_tf.sizes.json"
+DDP_GPU = SAMPLES / "resnet50_ddp_nccl_2xa100.json.gz"
+GOLDEN = Path(__file__).resolve().parent / "golden"
+
+
+def run(*args, input=None, env=None):
+    """Runs ``tracecli ARGS`` through click's CliRunner; arguments may be paths or numbers."""
+    return CliRunner(env=env).invoke(cli, [str(a) for a in args], input=input)
+
+
+def assert_error(result, where: str, *words: str):
+    """Exit 2, exactly one line on stderr, starting with ``where`` and naming ``words``."""
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(where), lines[0]
+    for word in words:
+        assert word in lines[0], lines[0]
+    assert "Traceback" not in result.output
+
+
+def check_golden(name: str, text: str) -> None:
+    """``text`` equals tests/golden/NAME; with TRACECLI_UPDATE_GOLDEN=1 in the environment the
+    file is (re)written from ``text`` instead, to be reviewed with git diff before committing."""
+    path = GOLDEN / name
+    if os.environ.get("TRACECLI_UPDATE_GOLDEN") == "1":
+        path.write_text(text)
+    assert path.exists(), f"{path} is missing: rerun with TRACECLI_UPDATE_GOLDEN=1 to write it"
+    assert text == path.read_text(), f"{name} differs (TRACECLI_UPDATE_GOLDEN=1 rewrites it)"
 
 
 class ChainerDump:

@@ -7,28 +7,10 @@ import xml.etree.ElementTree as ET
 
 import networkx as nx
 import pytest
-from click.testing import CliRunner
 
-from tracecli.cli import cli
-
-from conftest import FIXTURES, RESNET, RESNET_SIZES, VGG
+from conftest import FIXTURES, RESNET, RESNET_SIZES, VGG, assert_error, check_golden, run
 
 MLP = (FIXTURES / "mlp_chainer.txt").read_text()
-
-
-def run(*args, input=None):
-    return CliRunner().invoke(cli, [str(a) for a in args], input=input)
-
-
-def assert_error(result, where: str, *words: str):
-    """Exit 2, exactly one line on stderr, starting with ``where`` and naming ``words``."""
-    assert result.exit_code == 2, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith(where), lines[0]
-    for word in words:
-        assert word in lines[0], lines[0]
-    assert "Traceback" not in result.output
 
 
 def test_inspect_vgg_json_contract():
@@ -63,11 +45,10 @@ def test_inspect_is_deterministic():
 
 
 def test_inspect_table_golden():
-    result = CliRunner(env={"COLUMNS": "100", "NO_COLOR": "1"}).invoke(
-        cli, ["inspect", str(FIXTURES / "mlp_chainer.txt"), "--per-gradient"])
+    result = run("inspect", FIXTURES / "mlp_chainer.txt", "--per-gradient",
+                 env={"COLUMNS": "100", "NO_COLOR": "1"})
     assert result.exit_code == 0
-    golden = (FIXTURES.parent / "golden" / "inspect_mlp.txt").read_text()
-    assert result.stdout.replace(str(FIXTURES), "FIXTURES") == golden
+    check_golden("inspect_mlp.txt", result.stdout.replace(str(FIXTURES), "FIXTURES"))
 
 
 def test_inspect_top_shortens_tables():
@@ -245,10 +226,29 @@ def test_sizes_with_chainer_is_an_error():
 
 
 def test_debug_shows_traceback(tmp_path):
+    """--debug lets a user error through as itself: the TraceFormatError with its path:line,
+    not the one red line, and Python's traceback on stderr with exit status 1."""
+    import subprocess
+    import sys
+
+    from tracecli.errors import TraceFormatError
+
     path = tmp_path / "e.txt"
     path.write_text("")
     result = run("--debug", "inspect", path)
-    assert result.exit_code != 0 and result.exception is not None
+    assert type(result.exception) is TraceFormatError
+    assert str(result.exception).startswith(f"{path}:1: file is empty")
+    assert result.exit_code == 1 and result.stderr == "" and result.stdout == ""
+    plain = run("inspect", path)
+    assert plain.exception is None or isinstance(plain.exception, SystemExit)
+    assert_error(plain, f"{path}:1:", "file is empty")
+    out = subprocess.run([sys.executable, "-m", "tracecli", "--debug", "inspect", str(path)],
+                         capture_output=True, text=True)
+    assert out.returncode == 1 and out.stdout == ""
+    assert out.stderr.startswith("Traceback (most recent call last):"), out.stderr
+    assert out.stderr.rstrip().splitlines()[-1] == (
+        f"tracecli.errors.TraceFormatError: {path}:1: file is empty; pass a Chainer dump, "
+        "a TensorFlow op list or a PyTorch profiler trace")
 
 
 def test_a_bug_is_one_line_and_debug_shows_it(monkeypatch):

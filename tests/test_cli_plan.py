@@ -6,9 +6,7 @@ import json
 
 import pytest
 
-from test_cli import assert_error, run
-
-from conftest import RESNET, VGG
+from conftest import RESNET, VGG, assert_error, run
 
 PLAN_KEYS = {"strategy", "max_bytes", "gpus", "cost_model", "buckets", "predicted"}
 BUCKET_KEYS = {"index", "tensors", "bytes", "ready_ms", "start_ms", "end_ms"}

@@ -9,8 +9,7 @@ import pytest
 
 from tracecli import outfile
 
-from conftest import FIXTURES, RESNET, VGG
-from test_cli import assert_error, run
+from conftest import FIXTURES, RESNET, VGG, assert_error, run
 
 MLP = FIXTURES / "mlp_chainer.txt"
 

@@ -21,8 +21,7 @@ from tracecli.model import CollectiveKind
 from tracecli.pipeline import ComputeRequest, CostRequest, plan_trace
 from tracecli.planning import StrategyOptions
 
-from conftest import FIXTURES, SAMPLES
-from test_cli import assert_error, run
+from conftest import FIXTURES, SAMPLES, assert_error, run
 
 KINETO = FIXTURES / "kineto"
 GPU_SAMPLE = SAMPLES / "resnet50_ddp_nccl_2xa100.json.gz"

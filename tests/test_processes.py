@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import VGG
-from test_cli import assert_error, run
+from conftest import VGG, assert_error, run
 
 pytest.importorskip("torch", reason="replay needs the replay extra (torch)")
 pytestmark = pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="needs Linux /proc")

@@ -14,9 +14,7 @@ import pytest
 
 from tracecli.errors import ReplayError
 
-from test_cli import assert_error, run
-
-from conftest import RESNET, VGG
+from conftest import RESNET, VGG, assert_error, run
 
 torch = pytest.importorskip("torch", reason="replay needs the replay extra (torch)")
 

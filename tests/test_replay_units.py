@@ -216,8 +216,7 @@ def test_measured_model_queued_curve_and_timeline():
 
 def test_profile_points_drive_plan_buckets(tmp_path):
     import json
-    from test_cli import run
-    from conftest import VGG
+    from conftest import VGG, run
 
     points = [{"bytes": n, "median_ms": t, "mean_ms": t, "queued_mean_ms": t * 0.8, "times_ms": [t]}
               for n, t in ((1 << 20, 1.0), (64 << 20, 40.0), (512 << 20, 300.0))]

@@ -8,8 +8,7 @@ import shutil
 
 import pytest
 
-from conftest import FIXTURES, RESNET, RESNET_SIZES, VGG
-from test_cli import assert_error, run
+from conftest import FIXTURES, RESNET, RESNET_SIZES, VGG, assert_error, run
 
 
 @pytest.fixture

@@ -8,8 +8,7 @@ import json
 
 import pytest
 
-from conftest import FIXTURES
-from test_cli import run
+from conftest import FIXTURES, run
 
 SPARSE = FIXTURES / "sparse"
 PLAIN, HOROVOD = SPARSE / "embed_tf.txt", SPARSE / "embed_horovod.txt"

@@ -12,8 +12,7 @@ from tracecli.errors import SizesError
 from tracecli.model import EdgeKind, OpKind
 from tracecli.parsers.tf_schedule import classify
 
-from conftest import RESNET, RESNET_SIZES
-from test_cli import assert_error, run
+from conftest import RESNET, RESNET_SIZES, assert_error, run
 
 
 @pytest.mark.parametrize("name,kind,index", [

@@ -7,10 +7,7 @@ import pytest
 
 from tracecli.planning import STRATEGIES, Grad, PlanInput, StrategyOptions, compare
 
-try:  # planning held the constructor before the cost-model package (issue 14) took it
-    from tracecli.planning import resolve_cost_model
-except ImportError:
-    from tracecli.costs import resolve_cost_model
+from tracecli.costs import resolve_cost_model
 
 MiB = 1 << 20
 COST = resolve_cost_model(8, "25gbe")

@@ -1,57 +1,51 @@
-"""Golden files for the replay and calibration views, rendered from fixed hand-written reports
-(no ranks started) at 80 columns with colour off.
+"""Golden files for the replay and calibration views, rendered from fixed hand-written
+reports (no ranks started) at 80 columns with colour off.
 
-The reports below are the dicts ``replay --json`` and ``calibrate --json`` print today, cut
-down to the keys the views read; when the reports become typed dataclasses, build the same
-values here and keep the goldens. TRACECLI_UPDATE_GOLDEN=1 rewrites the goldens (see
-test_golden.py).
+TRACECLI_UPDATE_GOLDEN=1 rewrites the goldens (see test_golden.py).
 """
 
 from __future__ import annotations
 
-import copy
 import io
+from dataclasses import replace
 
 from rich.console import Console
 
+from tracecli.costs import AlphaBeta, CalibrationProfile, ProfilePoint
+from tracecli.planning import StrategyOptions
+from tracecli.planning.base import Grad, PlanInput
+from tracecli.planning.plan import BucketPlan
+from tracecli.planning.timeline import BucketTiming, Timeline
 from tracecli.render.replay import calibration_view, replay_view
+from tracecli.replay.report import MeasuredBucket, MeasuredRun, ReplayInfo, ReplayReport
 
 from conftest import check_golden
 
-REPLAY = {
-    "strategy": "size",
-    "cost_model": {"name": "10gbe", "alpha_us": 50.0, "bandwidth_gbps": 1.1,
-                   "source": "10 Gb Ethernet (TCP): ~1.1 GB/s of 1.25 GB/s"},
-    "compute": {"source": "roofline estimate on h100", "forward_ms": 10.0, "backward_ms": 20.0},
-    "buckets": [
-        {"index": 0, "bytes": 4 << 20, "start_ms": 15.0, "end_ms": 18.863, "duration_ms": 3.863,
-         "measured": {"start_ms": 15.5, "end_ms": 20.25, "duration_ms": 4.75,
-                      "bare_allreduce_ms": 4.125}},
-        {"index": 1, "bytes": 25 << 20, "start_ms": 22.5, "end_ms": 46.383, "duration_ms": 23.883,
-         "measured": {"start_ms": 23.0, "end_ms": 49.5, "duration_ms": 26.5,
-                      "bare_allreduce_ms": 25.0}},
-        {"index": 2, "bytes": 4480, "start_ms": 46.383, "end_ms": 46.437, "duration_ms": 0.054,
-         "measured": {"start_ms": 49.5, "end_ms": 49.75, "duration_ms": 0.25,
-                      "bare_allreduce_ms": 0.125}},
-    ],
-    "predicted": {"iteration_ms": 46.437, "exposed_comm_ms": 16.437},
-    "measured": {"iteration_ms": 50.0, "iteration_p90_ms": 52.5, "exposed_comm_ms": 20.0},
-    "error_pct": 7.6728,
-    "replay": {"backend": "gloo", "device": "cpu (2 cores)", "ranks": 2, "iters": 20,
-               "warmup": 3, "verified": True},
-}
 
-CALIBRATION = {
-    "backend": "nccl", "device": "2x NVIDIA H100 80GB HBM3", "gpus": 2, "algorithm": "ring",
-    "alpha_us": 12.5, "bandwidth_gbps": 180.0,
-    "fit": {"r2": 0.9987, "mape_pct": 3.25, "poor": False},
-    "points": [
-        {"bytes": 4096, "median_ms": 0.024, "mean_ms": 0.025, "predicted_ms": 0.0250},
-        {"bytes": 1 << 20, "median_ms": 0.031, "mean_ms": 0.032, "predicted_ms": 0.0308},
-        {"bytes": 64 << 20, "median_ms": 0.41, "mean_ms": 0.42, "predicted_ms": 0.3853},
-        {"bytes": 256 << 20, "median_ms": 1.52, "mean_ms": 1.55, "predicted_ms": 1.5036},
-    ],
-}
+def replay_report(verified: bool = True, bare: bool = True) -> ReplayReport:
+    cost = AlphaBeta("10gbe", 50.0, 1.1, 2, source="10 Gb Ethernet (TCP): ~1.1 GB/s of 1.25 GB/s")
+    grads = (Grad("a", 4 << 20, "float32", 1 << 20, 15.0, 0),
+             Grad("b", 25 << 20, "float32", 25 << 18, 22.5, 1),
+             Grad("c", 4480, "float32", 1120, 30.0, 2))
+    inp = PlanInput(grads, 10.0, 30.0, 0.0, "roofline estimate on h100")
+    predicted = ((15.0, 18.863), (22.5, 46.383), (46.383, 46.437))
+    timings = tuple(BucketTiming(k, (k,), g.nbytes, "float32", start, start, end)
+                    for k, (g, (start, end)) in enumerate(zip(grads, predicted)))
+    timeline = Timeline(timings, 10.0, 30.0, 0.0, 46.437, 30.0, 16.437, 27.8)
+    plan = BucketPlan("size", StrategyOptions(), cost, inp, timeline, 40.0, {})
+    measured = ((15.5, 20.25, 4.75, 4.125), (23.0, 49.5, 26.5, 25.0), (49.5, 49.75, 0.25, 0.125))
+    buckets = tuple(MeasuredBucket(k, start, start, end, dur, dur, bare_ms if bare else None)
+                    for k, (start, end, dur, bare_ms) in enumerate(measured))
+    run = MeasuredRun(50.0, 52.5, (50.0,), 20.0, 31.5, buckets)
+    info = ReplayInfo("gloo", "cpu (2 cores)", 2, 20, 3, verified, "10gbe", None, ())
+    return ReplayReport(plan, run, 7.6728, info)
+
+
+POINTS = ((4096, 0.024, 0.025, 0.0250), (1 << 20, 0.031, 0.032, 0.0308),
+          (64 << 20, 0.41, 0.42, 0.3853), (256 << 20, 1.52, 1.55, 1.5036))
+CALIBRATION = CalibrationProfile(
+    "nccl", "2x NVIDIA H100 80GB HBM3", 2, "ring", 12.5, 180.0, 0.9987, 3.25, False,
+    tuple(ProfilePoint(n, mean, median, predicted_ms=pred) for n, median, mean, pred in POINTS))
 
 
 def render(renderable) -> str:
@@ -63,15 +57,12 @@ def render(renderable) -> str:
 
 
 def test_replay_view_golden():
-    check_golden("replay_view.txt", render(replay_view(REPLAY)))
+    check_golden("replay_view.txt", render(replay_view(replay_report())))
 
 
 def test_replay_view_unverified_without_baseline_top_golden():
-    doc = copy.deepcopy(REPLAY)
-    doc["replay"]["verified"] = False
-    for b in doc["buckets"]:
-        del b["measured"]["bare_allreduce_ms"]
-    check_golden("replay_view_unverified_top2.txt", render(replay_view(doc, top=2)))
+    report = replay_report(verified=False, bare=False)
+    check_golden("replay_view_unverified_top2.txt", render(replay_view(report, top=2)))
 
 
 def test_calibration_view_golden():
@@ -79,9 +70,7 @@ def test_calibration_view_golden():
 
 
 def test_calibration_view_poor_fit_golden():
-    """A poor fit says so; a profile without mean times (an older file) shows its medians."""
-    doc = copy.deepcopy(CALIBRATION)
-    doc["fit"] = {"r2": 0.42, "mape_pct": 31.0, "poor": True}
-    for pt in doc["points"]:
-        del pt["mean_ms"]
-    check_golden("calibration_view_poor.txt", render(calibration_view(doc)))
+    """A poor fit says so (here every point's mean is its median)."""
+    profile = replace(CALIBRATION, r2=0.42, mape_pct=31.0, poor=True,
+                      points=tuple(replace(p, mean_ms=p.median_ms) for p in CALIBRATION.points))
+    check_golden("calibration_view_poor.txt", render(calibration_view(profile)))

@@ -23,11 +23,9 @@ def written(tmp_path, *args) -> tuple:
 
 
 def grouping(saved) -> tuple:
-    """(strategy, buckets, each bucket's collective name) of a read plan file: on PlanFile
-    itself, or on its FixedPlan once the plan file module hands one over."""
-    fixed = getattr(saved, "fixed", saved)
-    kinds = fixed.collectives or ["allreduce"] * len(fixed.buckets)
-    return fixed.strategy, [tuple(b) for b in fixed.buckets], [getattr(k, "value", k) for k in kinds]
+    """(strategy, buckets, each bucket's collective name) of a read plan file."""
+    fixed = saved.fixed
+    return fixed.strategy, [tuple(b) for b in fixed.buckets], [k.value for k in fixed.collectives]
 
 
 @pytest.mark.parametrize("args", [

@@ -252,12 +252,12 @@ def test_debug_shows_traceback(tmp_path):
 
 
 def test_a_bug_is_one_line_and_debug_shows_it(monkeypatch):
-    import tracecli.cli as cli_module
+    import tracecli.pipeline as pipeline
 
     def broken(*args, **kwargs):
         raise ZeroDivisionError("boom")
 
-    monkeypatch.setattr(cli_module, "readiness", broken)
+    monkeypatch.setattr(pipeline, "readiness", broken)
     result = run("inspect", VGG)
     assert result.exit_code == 1
     assert result.stderr.strip() == ("tracecli: internal error: ZeroDivisionError: boom; rerun "

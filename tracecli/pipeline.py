@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Optional, Union
 
-from .analysis import readiness
+from .analysis import SizeReport, readiness, size_report
 from .analysis.compute import ComputeProfile, compute_profile, load_op_times
 from .analysis.observed import ObservedRun, measured_allreduces, observed_run
 from .analysis.readiness import Readiness
@@ -19,6 +19,7 @@ from .errors import CalibrationError, PlanError
 from .model import ComputeSource, Trace
 from .costs import CostModel, fit_ring, fitted_model, monotone, read_profile, resolve_cost_model
 from .costs import trimmed_mean
+from .costs.alphabeta import DEFAULT_NETWORK
 from .planning import PlanInput, StrategyOptions, compare, make_plan
 from .planning.asrun import AS_RUN, MeasuredBucket, as_run_plan, as_run_prediction
 from .planning.base import FixedPlan, Grad
@@ -27,9 +28,11 @@ from .planning.plan import BucketPlan, CompareRow
 
 __all__ = ["ComputeRequest", "CostRequest", "Planned", "plan_trace", "compare_trace",
            "prepare", "inputs", "gradient_details", "replay_job", "resolve_cost", "trace_cost",
-           "as_run", "replay_inputs", "DEFAULT_GPUS"]
+           "as_run", "replay_inputs", "DEFAULT_GPUS", "DEFAULT_NETWORK", "Inspected",
+           "inspect_trace"]
 
 DEFAULT_GPUS = 8
+
 
 
 @dataclass(frozen=True)
@@ -125,7 +128,7 @@ def resolve_cost(trace: Optional[Trace], request: CostRequest,
         if model is not None:
             return model, notices + ([why] if why else [])
         if why:
-            notices.append(why + "; using the nvlink-h100 preset (pass --network or "
+            notices.append(why + f"; using the {DEFAULT_NETWORK} preset (pass --network or "
                            "--calibration)")
     model = resolve_cost_model(gpus, request.network, request.alpha_us, request.bandwidth_gbps,
                                request.calibration, request.algorithm, request.launch_us,
@@ -306,3 +309,23 @@ def replay_job(inp: PlanInput, strategy: str, options: StrategyOptions, cost: Co
     return ReplayJob(inp, strategy, options, model,
                      model.source if model else "in-place calibration", iters, warmup, fixed,
                      sweep=Sweep.covering(sum(g.nbytes for g in inp.grads)), baseline=baseline)
+
+
+@dataclass(frozen=True)
+class Inspected:
+    """What ``inspect`` reports of a trace: readiness, sizes, and per gradient its shape and
+    ready time (``details``, with the compute model's ``source``)."""
+
+    trace: Trace
+    ready: Readiness
+    sizes: SizeReport
+    details: dict
+    source: Optional[str]
+
+
+def inspect_trace(trace: Trace, compute: ComputeRequest) -> Inspected:
+    ready = readiness(trace)
+    sizes = size_report(trace, ready)
+    details, source = gradient_details(trace, ready, compute)
+    return Inspected(trace, ready, sizes, details, source)
+

@@ -1,0 +1,87 @@
+"""What a command reads: TRACE as given or as the session remembers it, and the session.
+
+The session in ``./.tracecli/`` is loaded once per command; what loading it had to say is
+said at once (by rank 0 only under torchrun, where every rank runs the CLI).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import click
+from click.core import ParameterSource
+
+from ..parsers import LoadOptions, load
+from ..session import Session
+from .output import notice, progress_bar
+
+__all__ = ["load_trace", "session", "silent_rank", "say_notices", "given", "trace_args",
+           "remember"]
+
+BIG_TRACE_BYTES = 8 * 1024 * 1024  # a progress bar for traces that take seconds to parse
+
+
+def load_trace(trace: str, fmt: Optional[str], sizes: Optional[str], step: Optional[int] = None,
+               quiet: bool = False):
+    try:
+        big = trace != "-" and os.path.getsize(trace) >= BIG_TRACE_BYTES
+    except OSError:
+        big = False  # load() says what is wrong with the path
+    with progress_bar(big and not quiet) as progress:
+        return load(trace, LoadOptions(format=fmt, sizes=sizes, step=step, progress=progress))
+
+
+def session(ctx: click.Context) -> Session:
+    """This directory's session, loaded once; what loading it had to say is said at once."""
+    obj = ctx.find_root().obj
+    if "session" not in obj:
+        obj["session"] = Session.load(".")
+        say_notices(obj["session"])
+    return obj["session"]
+
+
+def silent_rank() -> bool:
+    """Under torchrun, every rank runs the CLI; rank 0 speaks for all."""
+    from ..replay.launcher import in_torchrun
+
+    return in_torchrun() and os.environ.get("RANK") != "0"
+
+
+def say_notices(s: Session) -> None:
+    if not silent_rank():
+        for text in s.notices:
+            notice(text)
+    s.notices.clear()
+
+
+def given(ctx: click.Context, name: str) -> bool:
+    return ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT,
+                                                  ParameterSource.DEFAULT_MAP, None)
+
+
+def trace_args(ctx: click.Context, trace: Optional[str], fmt, sizes, step, what: str):
+    """TRACE and how to read it: as given, else the session's remembered trace (explicit
+    options still win), with a one-line notice saying so. The last value says which."""
+    if trace is not None:
+        return trace, fmt, sizes, step, False
+    s = session(ctx)
+    remembered = s.remembered_trace()
+    say_notices(s)
+    notice(f"{what} the remembered trace {remembered.given} (from tracecli inspect; pass "
+           "TRACE to choose another)")
+    return (remembered.path, fmt or remembered.format, sizes or remembered.sizes,
+            step if step is not None else remembered.step, True)
+
+
+def remember(ctx: click.Context, trace: str, fmt, sizes, step) -> None:
+    """Remember TRACE for later commands, saying so (standard input cannot be read again)."""
+    if trace == "-":
+        return
+    s = session(ctx)
+    try:
+        s.remember_trace(trace, fmt, sizes, step)
+    except OSError as exc:
+        notice(f"could not remember {trace}: {exc.strerror}")
+        return
+    notice(s.save())

@@ -1,0 +1,86 @@
+"""``tracecli replay``: run a plan with real all-reduces on real ranks."""
+
+from __future__ import annotations
+
+import click
+
+from .. import launch
+from ..pipeline import replay_inputs, replay_job
+from ..results import DryRunResult, ReplayResult
+from ..session import STATE_DIR
+from .group import cli
+from .inputs import given, load_trace, say_notices, session, silent_rank, trace_args
+from .options import compute_from, compute_options, cost_from, launch_from, launch_options, \
+    load_options, network_options, ranks_option
+from .output import Output, chrome_trace_option, emit, force_option, json_option, notice, \
+    out_option, progress_bar, top_option
+from .strategy import STRATEGY_KEYS, strategy_from, strategy_options
+
+
+@cli.command()
+@click.argument("trace", required=False, metavar="[TRACE]")
+@load_options
+@strategy_options
+@ranks_option
+@network_options
+@compute_options
+@launch_options
+@click.option("--plan", "plan_file", metavar="PLAN.json", help="Replay a plan file instead of "
+              "planning TRACE.")
+@click.option("--iters", type=click.IntRange(1, 100_000), default=20, show_default=True,
+              help="Timed iterations.")
+@click.option("--warmup", type=click.IntRange(0, 100_000), default=3, show_default=True,
+              help="Untimed iterations first.")
+@click.option("--baseline", is_flag=True, help="Also time a bare all-reduce of each bucket "
+              "(the replay's own overhead).")
+@click.option("--dry-run", is_flag=True, help="Check everything and show the plan that would be "
+              "replayed, with its prediction; start no rank.")
+@top_option()
+@json_option("Print the report as JSON (see the README).")
+@out_option("FILE", "Write the JSON report to FILE.")
+@chrome_trace_option("Predicted and measured tracks side by side.")
+@force_option()
+@click.pass_context
+def replay(ctx, trace, fmt, sizes, step, plan_file, iters, warmup, baseline, dry_run, **kw):
+    """Run the plan with real all-reduces on real ranks and compare with the prediction.
+
+    With neither TRACE nor --plan, replays the plan remembered by tracecli plan-buckets, or
+    plans the remembered trace.
+    """
+    output = Output.pop(kw)
+    asked = launch_from(kw)
+    world = launch.world_size(asked.gpus)
+    quiet = silent_rank()
+    say = (lambda text: None) if quiet else notice
+    if trace is not None and plan_file:
+        say(f"--plan {plan_file} is replayed; TRACE {trace} is ignored")
+    if trace is None and plan_file is None and not any(given(ctx, k) for k in STRATEGY_KEYS):
+        s = session(ctx)
+        if s.trace is not None:
+            s.remembered_trace()  # a changed trace makes the remembered plan stale
+            say_notices(s)
+        plan_file = s.remembered_plan()
+        if plan_file:
+            say(f"replaying the plan remembered by tracecli plan-buckets "
+                f"({s.plan.get('strategy')}, {STATE_DIR}/plan.json)")
+    output.claim(trace, sizes, plan_file, kw["op_times"], kw["calibration"])
+    if plan_file:
+        inp, fixed = launch.plan_file_inputs(plan_file)
+    else:
+        path, fmt, sizes, step, _ = trace_args(ctx, trace, fmt, sizes, step, "replaying")
+        t = load_trace(path, fmt, sizes, step, quiet=output.as_json or quiet)
+        inp, fixed = replay_inputs(t, kw["strategy"], compute_from(kw), world)
+    job = replay_job(inp, kw["strategy"], strategy_from(kw), cost_from(kw, world), iters, warmup,
+                     fixed, baseline)
+    ready, backend_notice = launch.replay_launch(job, asked, kw["oversubscribe"], plan_file)
+    if dry_run:
+        cost, cost_notice = launch.dry_run_cost(job, world)
+        say(cost_notice)
+        result = DryRunResult(job.plan(cost), world, ready.backend, iters, warmup)
+        emit(result, output)  # nothing ran: it has no --out or --chrome-trace to write
+        return
+    say(backend_notice)
+    with progress_bar(not output.as_json and not quiet) as progress:
+        report = launch.verified_replay(job, ready, progress)
+    if report is not None:  # None: a torchrun rank other than 0
+        emit(ReplayResult(report), output)

@@ -72,7 +72,7 @@ def test_whole_text_checks_agree_with_their_definitions():
 
 def test_resnet50_sample():
     trace = load_trace(RESNET)
-    assert trace.meta["sizes"].endswith("resnet50_horovod_tf.sizes.json")
+    assert trace.meta.sizes.endswith("resnet50_horovod_tf.sizes.json")
     ready = readiness(trace)
     assert len(ready.gradients) == 214 and ready.total_bytes == 102_334_368
     assert sum(g.elements for g in ready.gradients) == 25_583_592

@@ -101,14 +101,14 @@ def backward_schedule(trace: Trace) -> list[Op]:
              and consumed.isdisjoint(f.outputs)]
     if not roots:
         roots = [f for f in forward if f.id in backward_of and not consumed.issuperset(f.outputs)]
-    roots.sort(key=lambda f: (-f.rank, f.position))
+    roots.sort(key=lambda f: (-f.generation, f.position))
     heap: list[tuple[int, int, str, Op]] = []
     seen: set[str] = set()
     push, pop = heapq.heappush, heapq.heappop
 
     for root in roots:
         if root.id not in seen:
-            push(heap, (-root.rank, len(seen), root.id, root))
+            push(heap, (-root.generation, len(seen), root.id, root))
             seen.add(root.id)
     order = []
     get = creator.get
@@ -119,7 +119,7 @@ def backward_schedule(trace: Trace) -> list[Op]:
         for tid in op.inputs:
             c = get(tid)
             if c is not None and c.id not in seen:
-                push(heap, (-c.rank, len(seen), c.id, c))
+                push(heap, (-c.generation, len(seen), c.id, c))
                 seen.add(c.id)
     return order
 

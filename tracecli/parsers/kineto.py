@@ -28,7 +28,7 @@ from typing import Any, Optional, Sequence
 from ..errors import SizesError, TraceFormatError
 from ..model import (
     DTYPE_BYTES, Abilities, Collective, CollectiveKind, ComputeSource, Op, OpKind,
-    ReadinessMethod, StepInfo, Tensor, TensorKind, Trace, VariableOrder,
+    ReadinessMethod, StepInfo, Tensor, TensorKind, Trace, TraceMeta, VariableOrder,
 )
 from .kineto_events import Event, KinetoEvents, torch_dtype
 
@@ -529,8 +529,9 @@ def build(path: str, ev: KinetoEvents, step_wanted: Optional[int] = None,
     elif tensors and shapes:
         notes.append("names: position and shape; pass the parameter sidecar with --sizes FILE "
                      "(see the README) for the model's own names")
-    meta = {"distributed": world, "record_shapes": shapes,
-            "sizes": sizes_path if variables is not None else None, "notes": notes}
+    meta = TraceMeta(rank=world.get("rank"), world_size=world.get("world_size"),
+                     backend=world.get("backend"), notes=tuple(notes), record_shapes=shapes,
+                     sizes=sizes_path if variables is not None else None)
     abilities = Abilities(ReadinessMethod.RECORDED, ComputeSource.MEASURED, VariableOrder.INDEX,
                           f"recorded: a gradient is ready when its AccumulateGrad ends ({step.label})",
                           sizes_hint=SIZES_HINT)

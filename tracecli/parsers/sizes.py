@@ -18,7 +18,7 @@ from typing import NamedTuple, Optional
 from ..errors import SizesError, excerpt
 from ..inputfile import open_input
 from ..model import DTYPE_BYTES
-from ._jsonstream import strict_decoder
+from ..jsonfile import strict_decoder
 
 __all__ = ["Variable", "DTYPE_BYTES", "load_sizes", "find_sidecar", "variable_layer",
            "MAX_SIDECAR_BYTES", "MAX_ELEMENTS"]

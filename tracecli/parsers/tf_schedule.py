@@ -17,7 +17,7 @@ from typing import Optional
 from ..errors import SizesError, TraceFormatError
 from ..model import (
     Abilities, ComputeSource, EdgeKind, Link, Op, OpKind, ReadinessMethod, Tensor, TensorKind, Trace,
-    VariableOrder,
+    TraceMeta, VariableOrder,
 )
 from .sizes import Variable
 
@@ -367,7 +367,7 @@ def parse(
         )
     tensors = _tensors(variables, indices, _sparse(indexed))
     links = _link(tensors, indexed)
-    meta = {"model_scope": model, "sizes": sizes_path, "horovod": bool(indices)}
+    meta = TraceMeta(sizes=sizes_path, model_scope=model, horovod=bool(indices))
     return Trace.build(path, FORMAT, ops, tensors, links, meta, abilities(bool(indices)))
 
 

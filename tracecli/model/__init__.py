@@ -36,7 +36,7 @@ from .kinds import (
     TensorKind,
     VariableOrder,
 )
-from .records import Collective, Link, Op, StepInfo, Tensor, TraceMeta
+from .records import Collective, Link, Op, StepInfo, Tensor, TraceMeta, check_fields
 from .trace import Trace
 
 __all__ = [
@@ -60,6 +60,7 @@ __all__ = [
     "DTYPE_BYTES",
     "BACKWARD_KINDS",
     "GENERIC_ABILITIES",
+    "check_fields",
 ]
 
 

@@ -19,7 +19,7 @@ from typing import Any, Mapping, NamedTuple, Optional
 
 from .kinds import DTYPE_BYTES, CollectiveKind, EdgeKind, OpKind, TensorKind
 
-__all__ = ["Op", "Tensor", "Link", "Collective", "StepInfo", "TraceMeta"]
+__all__ = ["Op", "Tensor", "Link", "Collective", "StepInfo", "TraceMeta", "check_fields"]
 
 
 class Op(NamedTuple):
@@ -159,3 +159,22 @@ class TraceMeta:
         if self.horovod is not None:
             return {"model_scope": self.model_scope, "sizes": self.sizes, "horovod": self.horovod}
         return {}
+
+
+def check_fields(record: type, names: str) -> None:
+    """Raise unless ``record``'s fields are ``names`` (space-separated), in that order.
+
+    Code that makes hundreds of thousands of records with ``tuple.__new__(Record, values)``
+    (a third of the cost of ``Record(...)``, which runs a Python ``__new__``) states the
+    fields its ``values`` follow with this call beside it, at import: a field added, removed
+    or moved then fails loudly instead of shifting every value after it.
+
+    >>> check_fields(Link, "source target kind")
+    >>> check_fields(Link, "source kind")
+    Traceback (most recent call last):
+    ...
+    TypeError: Link's fields are now source target kind, not source kind: update the tuple.__new__ construction beside this check
+    """
+    if record._fields != tuple(names.split()):
+        raise TypeError(f"{record.__name__}'s fields are now {' '.join(record._fields)}, not "
+                        f"{names}: update the tuple.__new__ construction beside this check")

@@ -10,9 +10,10 @@ from ..analysis import Readiness, SizeReport
 from ..model import Trace
 from .jsonrows import Encoded, gradient_rows, layer_rows
 
-__all__ = ["dumps", "inspect_doc", "inspect_json"]
+__all__ = ["dumps", "inspect_json", "COMPACT"]
 
 
+# One line, as json.dumps(value, ensure_ascii=False) writes it, no NaN; the exports share it.
 COMPACT = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(", ", ": "))
 
 
@@ -82,21 +83,15 @@ def _number(x):
     return x
 
 
-def inspect_doc(trace: Trace, ready: Readiness, sizes: SizeReport,
-                extra_gradient_fields=None) -> dict:
-    """The ``inspect --json`` document.
+def inspect_json(trace: Trace, ready: Readiness, sizes: SizeReport, extra_gradient_fields=None,
+                 compute_source: Optional[str] = None) -> str:
+    """The ``inspect --json`` document as text (``dumps`` of its dicts), with
+    ``readiness.compute_source`` set; its rows are written straight from the records where
+    their values allow (:mod:`.jsonrows`), else from the dicts.
 
     ``extra_gradient_fields`` maps a tensor id to more keys for its gradient entry
     (shapes and ready times from the compute model).
     """
-    extra = extra_gradient_fields or {}
-    return _document(trace, ready, sizes, _gradient_dicts(ready, extra), _layer_dicts(ready))
-
-
-def inspect_json(trace: Trace, ready: Readiness, sizes: SizeReport, extra_gradient_fields=None,
-                 compute_source: Optional[str] = None) -> str:
-    """``dumps`` of :func:`inspect_doc` with ``readiness.compute_source`` set: the same
-    text, its rows written straight from the records where their values allow."""
     extra = extra_gradient_fields or {}
     gradients = gradient_rows(ready, extra)
     layers = layer_rows(ready)

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from tracecli import load_trace, readiness
-from tracecli.analysis.compute import DEVICES, compute_profile, load_op_times
+from tracecli.analysis.compute import DEVICES, compute_profile
+from tracecli.parsers.op_times import load_op_times
 from tracecli.analysis.shapes import infer_shapes, op_costs
 from tracecli.errors import CalibrationError, PlanError
 

@@ -63,7 +63,8 @@ def _layer_dicts(ready: Readiness) -> list[dict]:
     """The layer entries; cumulative bytes are null from the first layer of unknown size."""
     layers, cumulative = [], 0
     for layer in ready.layers:
-        cumulative = cumulative + layer.nbytes if layer.nbytes is not None and cumulative is not None else None
+        known = layer.nbytes is not None and cumulative is not None
+        cumulative = cumulative + layer.nbytes if known else None
         layers.append({
             "name": layer.name,
             "params": layer.elements,

@@ -170,10 +170,10 @@ def check_fields(record: type, names: str) -> None:
     or moved then fails loudly instead of shifting every value after it.
 
     >>> check_fields(Link, "source target kind")
-    >>> check_fields(Link, "source kind")
+    >>> check_fields(Link, "source kind")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    TypeError: Link's fields are now source target kind, not source kind: update the tuple.__new__ construction beside this check
+    TypeError: Link's fields are now source target kind, not source kind: update the ...
     """
     if record._fields != tuple(names.split()):
         raise TypeError(f"{record.__name__}'s fields are now {' '.join(record._fields)}, not "

@@ -13,7 +13,7 @@ from operator import attrgetter
 from types import MappingProxyType
 from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
 
-from . import graph as _graph
+from .graph import build_graph, find_forward_cycle, op_edges
 from .kinds import BACKWARD_KINDS, GENERIC_ABILITIES, Abilities, EdgeKind, NodeType, OpKind, TensorKind
 from .records import Collective, Link, Op, StepInfo, Tensor, TraceMeta
 
@@ -84,10 +84,10 @@ class Trace:
                    list(collectives), step)
 
     @property
-    def graph(self) -> "_graph.TraceGraph":
+    def graph(self) -> "TraceGraph":  # noqa: F821 (made on first use: tracecli.model.graph)
         """The networkx graph of the trace, built on first use."""
         if self._graph is None:
-            self._graph = _graph.build_graph(self.nodes(), self.edges())
+            self._graph = build_graph(self.nodes(), self.edges())
         return self._graph
 
     def nodes(self) -> Iterator[tuple[str, NodeType, Any]]:
@@ -107,7 +107,7 @@ class Trace:
         An op's own edges never repeat a pair (each names the op itself, inputs and outputs
         without repeats); only inferred links are checked against what came before them.
         """
-        yield from _graph.op_edges(self._ops)
+        yield from op_edges(self._ops)
         seen: set[tuple[str, str]] = set()
         for link in self._links:
             pair = (link.source, link.target)
@@ -245,7 +245,7 @@ class Trace:
     def find_forward_cycle(self) -> Optional[list[str]]:
         """Op ids of one cycle among forward ops, or ``None``
         (:func:`tracecli.model.graph.find_forward_cycle`)."""
-        return _graph.find_forward_cycle(self._ops)
+        return find_forward_cycle(self._ops)
 
     def counts(self) -> dict[str, int]:
         """Ops by kind, in the order of :class:`OpKind`."""

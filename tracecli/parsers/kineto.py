@@ -32,7 +32,8 @@ from ..model import (
 from .kineto_collectives import collectives, launched_by, launches, pair_runs
 from .kineto_events import Event, KinetoEvents, torch_dtype
 from .kineto_threads import (
-    ACCUMULATE, EVALUATE, STEP_PREFIX, Step, Thread, ancestor_indices, backward_window, find_steps, in_window,
+    ACCUMULATE, EVALUATE, STEP_PREFIX, Step, Thread, ancestor_indices, backward_window, find_steps,
+    in_window,
 )
 
 __all__ = ["build", "looks_like", "FORMAT", "SIZES_HINT", "name_gradients"]

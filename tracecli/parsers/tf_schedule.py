@@ -20,7 +20,8 @@ from ..model import (
 )
 from .sizes import Variable
 from .tf_names import (
-    MAX_INDEX_DIGITS, backward_scope, classify, classify_name, producer_role, split_suffix, variable_role,
+    MAX_INDEX_DIGITS, backward_scope, classify, classify_name, producer_role, split_suffix,
+    variable_role,
 )
 
 __all__ = ["parse", "looks_like", "classify", "variable_role", "producer_role"]
@@ -294,7 +295,7 @@ def _link(tensors: list[Tensor], indexed: list[Op]) -> list[Link]:
             of_kind[op.index] = op
     handoffs, collectives, outputs, updates = (first[kind].get for kind in kinds)
     handoff, allreduce, update_kind = EdgeKind.HANDOFF, EdgeKind.ALLREDUCE, EdgeKind.UPDATE
-    append, new = links.append, tuple.__new__  # Link(...) without its Python __new__ (fields checked above)
+    append, new = links.append, tuple.__new__  # Link(...) without its __new__ (fields checked above)
     for tensor in tensors:
         n = tensor.index
         handed, collective = handoffs(n), collectives(n)

@@ -123,8 +123,8 @@ def test_vgg19_sample():
     # the backward schedule starts at the loss and visits all 46 backward records
     schedule = backward_schedule(trace)
     assert len(schedule) == 46 and schedule[0].name == "SoftmaxCrossEntropy"
-    assert schedule[-1].name == "Convolution2DFunction" and schedule[-1].rank == 0
-    ranks = [op.rank for op in schedule]
+    assert schedule[-1].name == "Convolution2DFunction" and schedule[-1].generation == 0
+    ranks = [op.generation for op in schedule]
     assert ranks == sorted(ranks, reverse=True)  # VGG is a chain
 
 
@@ -152,7 +152,7 @@ def test_forward_cycles_found_whether_or_not_ranks_rise():
     from tracecli.model import Op, Tensor, Trace
 
     def trace(ranks, edges):  # edges: (op, input tensor, output tensor)
-        ops = [Op(f"op{k}", OpKind.FORWARD, "F", k + 1, k, rank=r, inputs=(i,), outputs=(o,))
+        ops = [Op(f"op{k}", OpKind.FORWARD, "F", k + 1, k, generation=r, inputs=(i,), outputs=(o,))
                for k, (r, (i, o)) in enumerate(zip(ranks, edges))]
         tensors = [Tensor(f"t{k}", TensorKind.ACTIVATION, "_", 4) for k in range(4)]
         return Trace.build("x", "chainer", ops, tensors)

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from tracecli import load_trace, readiness
-from tracecli.analysis.compute import DEVICES, compute_profile, load_op_times
+from tracecli.analysis.compute import DEVICES, compute_profile
+from tracecli.parsers.op_times import load_op_times
 from tracecli.analysis.shapes import infer_shapes, op_costs
 from tracecli.errors import CalibrationError, PlanError
 
@@ -42,7 +43,7 @@ def test_vgg_shapes(vgg):
 def test_vgg_flops(vgg):
     trace, _ = vgg
     costs = op_costs(trace)
-    conv11 = next(op for op in trace.ops() if op.kind.value == "forward" and op.rank == 0)
+    conv11 = next(op for op in trace.ops() if op.kind.value == "forward" and op.generation == 0)
     assert costs[conv11.id].flops == 2 * 32 * 64 * 224 * 224 * 3 * 3 * 3
     backward = next(op for op in trace.ops() if op.partner == conv11.id)
     assert costs[backward.id].flops == 2 * costs[conv11.id].flops

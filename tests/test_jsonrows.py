@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -36,7 +38,43 @@ TIMES = st.none() | st.integers(0, 1 << 53) | st.floats(allow_nan=False, allow_i
 
 
 def _dict_rows(rows: list) -> list[str]:
-    return [jsonout._encode_row(row) for row in rows]
+    return [json.dumps(row, ensure_ascii=False, allow_nan=False) for row in rows]
+
+
+def _gradient_dicts(ready: Readiness, extra: dict) -> list[dict]:
+    """The gradient entries of the inspect --json document, as its contract spells them."""
+    return [{
+        "name": g.name,
+        "layer": g.layer,
+        "bytes": g.nbytes,
+        "ready_index": g.ready_index,
+        "elements": g.elements,
+        "dtype": g.dtype,
+        "shape": list(g.shape) if g.shape is not None else None,
+        "backward_position": g.backward_position,
+        "ready_source": g.source,
+        "ready_op": g.op_name,
+        "sparse": g.sparse,
+        **extra.get(g.tensor_id, {}),  # a key given twice keeps its first place
+    } for g in ready.gradients]
+
+
+def _layer_dicts(ready: Readiness) -> list[dict]:
+    """The layer entries; cumulative bytes are null from the first layer of unknown size."""
+    layers, cumulative = [], 0
+    for layer in ready.layers:
+        known = layer.nbytes is not None and cumulative is not None
+        cumulative = cumulative + layer.nbytes if known else None
+        layers.append({
+            "name": layer.name,
+            "params": layer.elements,
+            "bytes": layer.nbytes,
+            "ready_index": layer.ready_index,
+            "backward_position": layer.backward_position,
+            "tensors": list(layer.tensors),
+            "cumulative_bytes": cumulative,
+        })
+    return layers
 
 
 @settings(max_examples=300, deadline=None)
@@ -48,10 +86,10 @@ def test_rows_from_records_equal_encoded_dicts(ready, data):
                                "ready_ms": data.draw(TIMES)} for g in ready.gradients}
     rows = jsonrows.gradient_rows(ready, extra)
     assert rows is not None
-    assert list(rows) == _dict_rows(jsonout._gradient_dicts(ready, extra))
+    assert list(rows) == _dict_rows(_gradient_dicts(ready, extra))
     layers = jsonrows.layer_rows(ready)
     assert layers is not None
-    assert list(layers) == _dict_rows(jsonout._layer_dicts(ready))
+    assert list(layers) == _dict_rows(_layer_dicts(ready))
 
 
 def test_values_the_templates_do_not_know_fall_back_to_the_dicts():
@@ -74,6 +112,7 @@ def test_inspect_json_is_the_encoded_document_on_the_samples():
         sizes = size_report(trace, ready)
         for compute in (ComputeRequest(), ComputeRequest(backward_ms=100.0)):
             details, source = gradient_details(trace, ready, compute)
-            doc = jsonout.inspect_doc(trace, ready, sizes, details)
-            doc["readiness"]["compute_source"] = source
-            assert jsonout.inspect_json(trace, ready, sizes, details, source) == jsonout.dumps(doc)
+            text = jsonout.inspect_json(trace, ready, sizes, details, source)
+            doc = json.loads(text)  # its rows replaced by the dicts built here, encoded again
+            doc["gradients"], doc["layers"] = _gradient_dicts(ready, details or {}), _layer_dicts(ready)
+            assert text == jsonout.dumps(doc)

@@ -71,7 +71,7 @@ def test_names_only_where_unambiguous():
     # 0.bias and 2.bias are both [1024] float32: neither is named, and the trace says why
     unnamed = [g.name for g in ready.gradients if g.name.startswith("grad")]
     assert unnamed == ["grad4[1024]", "grad6[1024]"]
-    notes = " ".join(trace_of("mlp_default").meta["notes"])
+    notes = " ".join(trace_of("mlp_default").meta.notes)
     assert "6 of 8 gradients" in notes and "[1024] float32" in notes
 
 
@@ -140,7 +140,7 @@ def test_buffers_broadcast_in_forward():
 def test_gpu_sample_collectives_and_as_run():
     trace = load_trace(GPU_SAMPLE)
     assert trace.step.label == "ProfilerStep#6" and trace.step.world_size == 2
-    assert trace.meta["distributed"]["backend"] == "nccl"
+    assert trace.meta.backend == "nccl"
     assert len(trace.parameters()) == 161 and all(t.nbytes is None for t in trace.parameters())
     for step in (4, 5, 6):
         sizes = [c.elements for c in trace.collectives() if c.step == step and c.purpose == "gradients"]

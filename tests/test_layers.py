@@ -7,11 +7,10 @@ against LAYERS, lowest first:
     base (errors, units, jsonfile, inputfile, outfile, _gc, session)
     < model < parsers < analysis < costs < planning
     < render, replay (one level; neither imports the other)
-    < pipeline, results < cli, tracecli/__init__.py (the public API may import anything)
+    < pipeline, results, launch < cli, tracecli/__init__.py (the public API may import anything)
 
 A top-level module or package not in LAYERS fails the test: a new one is placed deliberately.
-KNOWN_VIOLATIONS lists the imports on main that break the rule today; the house work removes
-them, and an entry that no longer happens fails too, so the list only shrinks.
+No module of the package may pass 400 lines either.
 """
 
 from __future__ import annotations
@@ -41,12 +40,6 @@ NAMES = {0: "base", 1: "model", 2: "parsers", 3: "analysis", 4: "costs", 5: "pla
          6: "render/replay", 7: "pipeline", 8: "cli"}
 APART = {"render", "replay"}  # one level, and neither imports the other
 SKIPPED = {"__main__"}  # the entry point: it imports the CLI and nothing imports it
-
-# (importing module, imported module) on main today; the lead's work empties this set
-KNOWN_VIOLATIONS = {
-    ("tracecli.jsonfile", "tracecli.parsers._jsonstream"),  # base -> parsers
-}
-
 
 def module_name(path: Path) -> str:
     parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
@@ -138,23 +131,17 @@ def test_every_module_is_placed():
                           "LAYERS in tests/test_layers.py at the level it belongs")
 
 
-def test_no_new_layer_violations():
-    new = [v for v in violations() if v[:2] not in KNOWN_VIOLATIONS]
-    assert not new, "imports from a lower layer to a higher one:\n" + report(new)
-
-
-def test_known_violations_still_exist():
-    """The known list only shrinks: remove an entry once its import is gone."""
-    gone = KNOWN_VIOLATIONS - {v[:2] for v in violations()}
-    assert not gone, "no longer violated, remove from KNOWN_VIOLATIONS: " + ", ".join(
-        f"{a} -> {b}" for a, b in sorted(gone))
-
-
-@pytest.mark.xfail(strict=False, reason="main imports across layers today (KNOWN_VIOLATIONS); "
-                   "the house work (issue 14) removes them")
-def test_no_layer_violations_at_all():
+def test_no_layer_violations():
     found = violations()
     assert not found, "imports from a lower layer to a higher one:\n" + report(found)
+
+
+def test_no_module_over_400_lines():
+    """Small single-purpose modules (issue 14): none of the package's over 400 lines."""
+    long = sorted((sum(1 for _ in path.open()), str(path.relative_to(PACKAGE.parent)))
+                  for path in PACKAGE.rglob("*.py"))
+    over = [f"{name} ({n} lines)" for n, name in long if n > 400]
+    assert not over, "modules over 400 lines: " + ", ".join(over)
 
 
 def test_the_walker_sees_what_it_must(tmp_path):

@@ -45,7 +45,7 @@ def test_whole_text_checks_agree_with_their_definitions():
     import random
     import re
 
-    from tracecli.parsers import tf_schedule as tf
+    from tracecli.parsers import tf_names, tf_schedule as tf
 
     allreduce = re.compile(r"(?:^|/)\w*Allreduce/cond(?:_(\d+))?/")
     update = re.compile(r"(?:^|/)update(?:_(\d+))?/")
@@ -55,8 +55,8 @@ def test_whole_text_checks_agree_with_their_definitions():
     for _ in range(20_000):
         name = "".join(rng.choice(parts) for _ in range(rng.randint(1, 8)))
         for pattern, found in (
-                (allreduce, tf._scoped(name, "Allreduce/cond", tf._ALLREDUCE_AT, whole=False)),
-                (update, tf._scoped(name, "update", tf._UPDATE_AT, whole=True))):
+                (allreduce, tf_names.scoped(name, "Allreduce/cond", tf_names.ALLREDUCE_AT, whole=False)),
+                (update, tf_names.scoped(name, "update", tf_names.UPDATE_AT, whole=True))):
             expected = pattern.search(name)
             assert (expected is None) == (found is None), name
             if expected:
@@ -71,7 +71,7 @@ def test_whole_text_checks_agree_with_their_definitions():
 
 def test_resnet50_sample():
     trace = load_trace(RESNET)
-    assert trace.meta["sizes"].endswith("resnet50_horovod_tf.sizes.json")
+    assert trace.meta.sizes.endswith("resnet50_horovod_tf.sizes.json")
     ready = readiness(trace)
     assert len(ready.gradients) == 214 and ready.total_bytes == 102_334_368
     assert sum(g.elements for g in ready.gradients) == 25_583_592

@@ -24,6 +24,8 @@ __all__ = [
     "CalibrationError",
     "ReplayUnavailableError",
     "ReplayError",
+    "SessionError",
+    "OutputError",
     "excerpt",
 ]
 
@@ -72,6 +74,14 @@ class ReplayUnavailableError(TraceCliError):
 
 class ReplayError(TraceCliError):
     """A replay or calibration run failed on one of its ranks."""
+
+
+class SessionError(TraceCliError):
+    """The remembered session state (``.tracecli/``) cannot be used."""
+
+
+class OutputError(TraceCliError):
+    """An output file cannot or may not be written."""
 
 
 def excerpt(text: str, limit: int = 60) -> str:

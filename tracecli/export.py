@@ -17,8 +17,9 @@ import re
 from typing import Any, Iterator
 from xml.sax.saxutils import escape, quoteattr
 
-from .model import EdgeKind, Trace, _jsonable, _plain, edge_entry, node_entry
-from .render.jsonout import _COMPACT
+from .model import EdgeKind, Trace
+from .model.graph import edge_entry, jsonable, node_entry, plain
+from .render.jsonout import COMPACT
 
 __all__ = ["node_link_chunks", "graphml_chunks"]
 
@@ -28,7 +29,8 @@ _ROWS = 2048  # nodes or edges per chunk
 def node_link_chunks(trace: Trace) -> Iterator[str]:
     """The document in chunks; each line holds up to 2,048 nodes or edges (one encoder
     call a line: calls, not bytes, are what cost)."""
-    graph = _COMPACT.encode({"path": trace.path, "format": trace.format, **_jsonable(trace.meta)})
+    meta = jsonable(trace.meta.to_json())
+    graph = COMPACT.encode({"path": trace.path, "format": trace.format, **meta})
     yield f'{{\n  "directed": true,\n  "multigraph": false,\n  "graph": {graph},\n  "nodes": ['
     yield from _rows(node_entry(*n) for n in trace.nodes())
     yield '\n  ],\n  "links": ['
@@ -41,10 +43,10 @@ def _rows(entries: Iterator[dict]) -> Iterator[str]:
     for entry in entries:
         batch.append(entry)
         if len(batch) == _ROWS:
-            yield ("\n    " if first else ",\n    ") + _COMPACT.encode(batch)[1:-1]
+            yield ("\n    " if first else ",\n    ") + COMPACT.encode(batch)[1:-1]
             batch, first = [], False
     if batch:
-        yield ("\n    " if first else ",\n    ") + _COMPACT.encode(batch)[1:-1]
+        yield ("\n    " if first else ",\n    ") + COMPACT.encode(batch)[1:-1]
 
 
 _GRAPHML_HEAD = ('<?xml version=\'1.0\' encoding=\'utf-8\'?>\n'
@@ -115,7 +117,7 @@ def _formatter(kind: str, declared: str, sample: Any):
         return repr
     if isinstance(sample, str):
         return _xml
-    return lambda v: _format(declared, _value(_jsonable(v))[1])
+    return lambda v: _format(declared, _value(jsonable(v))[1])
 
 
 def _node_data(trace: Trace, ids: dict[str, str], types: dict[str, str]) -> Iterator[tuple[str, str]]:
@@ -127,7 +129,7 @@ def _node_data(trace: Trace, ids: dict[str, str], types: dict[str, str]) -> Iter
         plan = patterns.get(signature)
         if plan is None:
             plan = patterns[signature] = [
-                (i, ids[name], _formatter(_value(_jsonable(value))[0], types[name], value))
+                (i, ids[name], _formatter(_value(jsonable(value))[0], types[name], value))
                 for i, (name, value) in enumerate(zip(record._fields, record))
                 if name != "id" and value is not None]
         data = "".join([f'      <data key="{key}">{write(record[i])}</data>\n' for i, key, write in plan])
@@ -145,7 +147,7 @@ def _attribute_types(trace: Trace) -> dict[str, str]:
         if signature in seen:
             continue
         seen.add(signature)
-        for key, value in _plain(record).items():
+        for key, value in plain(record).items():
             if value is not None:
                 kind = _value(value)[0]
                 if key not in types or _RANK[kind] > _RANK[types[key]]:

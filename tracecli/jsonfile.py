@@ -15,7 +15,7 @@ from typing import Any
 from .errors import TraceCliError
 from .inputfile import open_input
 
-__all__ = ["read_json", "MAX_JSON_BYTES"]
+__all__ = ["read_json", "strict_decoder", "StrictJSONError", "MAX_JSON_BYTES"]
 
 MAX_JSON_BYTES = 256 << 20
 
@@ -28,8 +28,6 @@ def read_json(path: str | Path, error: type[TraceCliError], what: str) -> Any:
     ...
     tracecli.errors.TraceCliError: /nonexistent.json: no such file
     """
-    from .parsers._jsonstream import strict_decoder
-
     path = str(path)
     data = open_input(path, error, what, MAX_JSON_BYTES).read()
     try:
@@ -51,3 +49,27 @@ def read_json(path: str | Path, error: type[TraceCliError], what: str) -> Any:
             if len(spots) > 1:
                 line = text.count("\n", 0, spots[1]) + 1
         raise error(path, line, f"invalid JSON: {message[:100]}") from None
+
+
+class StrictJSONError(ValueError):
+    """What :func:`strict_decoder` raises for a value strict JSON does not allow."""
+
+
+def _reject_constant(name: str):
+    raise StrictJSONError(f"{name} is not a number JSON allows")
+
+
+def _no_duplicates(pairs):
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        seen = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise StrictJSONError(f"duplicate key {key!r} in one object")
+            seen.add(key)
+    return result
+
+
+def strict_decoder() -> json.JSONDecoder:
+    """JSON without NaN/Infinity and without duplicate keys in an object."""
+    return json.JSONDecoder(parse_constant=_reject_constant, object_pairs_hook=_no_duplicates)

@@ -28,13 +28,9 @@ import tempfile
 from pathlib import Path
 from typing import Iterable, Optional
 
-from .errors import TraceCliError
+from .errors import OutputError
 
-__all__ = ["Outputs", "OutputError", "atomic_write"]
-
-
-class OutputError(TraceCliError):
-    """An output file cannot or may not be written."""
+__all__ = ["Outputs", "atomic_write"]
 
 
 def _same(a: str, b: str) -> bool:

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field, replace
 from typing import Optional, Union
 
 from .analysis import SizeReport, readiness, size_report
-from .analysis.compute import ComputeProfile, compute_profile, load_op_times
+from .analysis.compute import ComputeProfile, compute_profile
+from .parsers.op_times import load_op_times
 from .analysis.observed import ObservedRun, measured_allreduces, observed_run
 from .analysis.readiness import Readiness
 from .analysis.shapes import infer_shapes

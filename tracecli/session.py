@@ -21,19 +21,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from .errors import TraceCliError
+from .errors import SessionError, TraceCliError
 from .outfile import atomic_write
 
-__all__ = ["Session", "RememberedTrace", "SessionError", "STATE_DIR", "STATE_FORMAT"]
+__all__ = ["Session", "RememberedTrace", "STATE_DIR", "STATE_FORMAT"]
 
 STATE_DIR = ".tracecli"
 STATE_FORMAT = "tracecli-session"
 PLAN_FILE = "plan.json"
 _HASH_CHUNK = 1 << 20
-
-
-class SessionError(TraceCliError):
-    """The remembered state cannot be used."""
 
 
 def file_digest(path: str) -> str:

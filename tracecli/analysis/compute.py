@@ -18,20 +18,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable, NamedTuple, Optional
 
 from ..errors import CalibrationError, PlanError, excerpt
-from ..jsonfile import read_json
 from ..model import ComputeSource, OpKind, Trace
+from ..parsers.op_times import OpTimes
 from .readiness import Readiness
 from .shapes import op_costs
 
-__all__ = ["Device", "DEVICES", "ComputeProfile", "OpTimes", "load_op_times", "compute_profile",
-           "MAX_OP_MS"]
-
-MAX_OP_MS = 1e7  # ~2.8 hours; no op of one step takes longer
-
+__all__ = ["Device", "DEVICES", "ComputeProfile", "compute_profile"]
 
 @dataclass(frozen=True)
 class Device:
@@ -98,57 +93,6 @@ class ComputeProfile(NamedTuple):
         for _, ms in self.backward:
             times.append(times[-1] + ms)
         return times
-
-
-class OpTimes(NamedTuple):
-    """A timing file: ms per op (id or name) and per layer (its backward), and forward.
-
-    ``names`` holds the keys of the flat form, resolved against a trace's ops and layers
-    when the profile is made.
-    """
-
-    ops: dict[str, float]
-    layers: dict[str, float]
-    forward_ms: Optional[float]
-    path: str
-    names: dict[str, float] = {}
-
-
-def load_op_times(path: str | Path) -> OpTimes:
-    """A timing file, in either form:
-
-    - flat: ``{OP_OR_LAYER: ms, ..., "forward_ms": ms}``; a key names an op (its id such as
-      ``op12``, or its name) or a layer (the layer's whole backward time);
-    - structured: ``{"ops": {OP: ms}, "layers": {LAYER: ms}, "forward_ms": ms}``.
-    """
-    path = str(path)
-    doc = read_json(path, CalibrationError, "timing file")
-    if not isinstance(doc, dict) or not doc:
-        raise CalibrationError(path, 1, 'expected a JSON object of op or layer -> ms, e.g. '
-                               '{"op12": 0.8, "/predictor/fc6": 2.5, "forward_ms": 40}')
-
-    def ms(value, what) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                or not 0 <= value <= MAX_OP_MS:
-            raise CalibrationError(path, 1, f"{what} must be a number of ms from 0 to {MAX_OP_MS:g}")
-        return float(value)
-
-    forward = doc.get("forward_ms")
-    forward = None if forward is None else ms(forward, "forward_ms")
-    structured = any(isinstance(doc.get(k), dict) for k in ("ops", "layers"))
-    if not structured:
-        names = {str(k): ms(v, repr(k)) for k, v in doc.items() if k != "forward_ms"}
-        return OpTimes({}, {}, forward, path, names)
-    if not set(doc) <= {"ops", "layers", "forward_ms"}:
-        raise CalibrationError(path, 1, 'a structured timing file has only "ops", "layers" '
-                               'and "forward_ms"')
-    tables = {}
-    for key in ("ops", "layers"):
-        table = doc.get(key, {})
-        if not isinstance(table, dict):
-            raise CalibrationError(path, 1, f'"{key}" must map names to ms')
-        tables[key] = {str(k): ms(v, f"{key}[{k!r}]") for k, v in table.items()}
-    return OpTimes(tables["ops"], tables["layers"], forward, path)
 
 
 def _resolve(times: OpTimes, trace: Trace, order: list[str]) -> tuple[dict[str, float], dict[str, float]]:

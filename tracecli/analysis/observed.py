@@ -132,6 +132,4 @@ def measured_allreduces(trace: Trace) -> tuple[list[tuple[int, float]], Optional
                 ranks.add(c.group_size)
     world = trace.step.world_size if trace.step is not None else None
     count = ranks.pop() if len(ranks) == 1 else world
-    backend = trace.meta.get("distributed", {}).get("backend") if isinstance(
-        trace.meta.get("distributed"), dict) else None
-    return points, count, backend
+    return points, count, trace.meta.backend

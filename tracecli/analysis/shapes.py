@@ -66,7 +66,7 @@ def infer_shapes(trace: Trace) -> ShapeReport:
             shapes[t.id] = (batch,)
     kind = OpKind.FORWARD
     forward = sorted((op for op in trace.ops() if op.kind is kind),
-                     key=lambda op: (op.rank, op.position))
+                     key=lambda op: (op.generation, op.position))
     tensor = {t.id: t for t in trace.tensors()}.__getitem__
     for op in forward:
         _infer(tensor, op, batch, shapes)

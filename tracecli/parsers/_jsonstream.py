@@ -19,39 +19,16 @@ import re
 from typing import Any, BinaryIO, Iterator
 
 from ..errors import TraceFormatError
+from ..jsonfile import StrictJSONError, strict_decoder
 from ..units import format_size
 
-__all__ = ["iter_trace", "strict_decoder", "MAX_VALUE_CHARS"]
+__all__ = ["iter_trace", "MAX_VALUE_CHARS"]
 
 CHUNK_BYTES = 1 << 20
 MAX_VALUE_CHARS = 64 << 20  # one event or one top-level value
 MAX_TOTAL_BYTES = 16 << 30  # decompressed; a gzip bomb stops here
 _WS = re.compile(r"[ \t\n\r]*")
 _NEAR_END = 16  # a decode error this close to the window's end may be a cut-off value
-
-
-class _Reject(ValueError):
-    pass
-
-
-def _reject_constant(name: str):
-    raise _Reject(f"{name} is not a number JSON allows")
-
-
-def _no_duplicates(pairs):
-    result = dict(pairs)
-    if len(result) != len(pairs):
-        seen = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise _Reject(f"duplicate key {key!r} in one object")
-            seen.add(key)
-    return result
-
-
-def strict_decoder() -> json.JSONDecoder:
-    """JSON without NaN/Infinity and without duplicate keys in an object."""
-    return json.JSONDecoder(parse_constant=_reject_constant, object_pairs_hook=_no_duplicates)
 
 
 class _Window:
@@ -140,7 +117,7 @@ class _Window:
                     raise self.error(f"one JSON value is larger than "
                                      f"{format_size(MAX_VALUE_CHARS)}", start) from None
                 raise self.error(f"invalid JSON: {exc.msg}", exc.pos) from None
-            except _Reject as exc:
+            except StrictJSONError as exc:
                 raise self.error(f"invalid JSON: {exc}", start) from None
             except ValueError as exc:  # an integer of more than 4,300 digits
                 raise self.error(f"invalid JSON: {str(exc)[:80]}", start) from None

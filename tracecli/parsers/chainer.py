@@ -14,15 +14,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections import defaultdict
 from typing import Optional
 
-from ._jsonstream import strict_decoder
-
 from ..errors import TraceFormatError, excerpt
+from ..jsonfile import strict_decoder
 from ..model import (
     Abilities, ComputeSource, Op, OpKind, ReadinessMethod, Tensor, TensorKind, Trace, VariableOrder,
 )
+from .chainer_pairing import pair_and_layer
 
 __all__ = ["parse", "looks_like"]
 
@@ -101,7 +100,7 @@ def parse(path: str, lines: list[str], progress=None) -> Trace:
                 "op count or remove the extra lines",
             )
         r.pos += 1
-    ops = _pair_and_layer(path, ops, tensors)
+    ops = pair_and_layer(path, ops, tensors)
     trace = Trace.build(path, FORMAT, ops, tensors.values(), abilities=ABILITIES)
     cycle = trace.find_forward_cycle()
     if cycle:
@@ -356,78 +355,3 @@ def _attrs(r: _Reader) -> dict:
                 raise r.error(f"attribute {key!r} must be an integer from {least} to {MAX_ATTR}, "
                               f"not {excerpt(repr(value))}")
     return attrs
-
-
-def _pair_and_layer(path: str, ops: list[Op], tensors: dict[str, Tensor]) -> list[Op]:
-    """Link each backward record to its forward record, whose layer it takes."""
-    producer: dict[str, Op] = {}
-    forward = OpKind.FORWARD
-    for op in ops:
-        if op.kind is not forward:
-            continue
-        for tid in op.outputs:
-            if tid in producer:
-                raise TraceFormatError(
-                    path, op.line, f"tensor {tid[1:]} is produced by two forward records "
-                    f"(the first on line {producer[tid].line}); each array has one creator",
-                )
-            producer[tid] = op
-
-    def fits(f: Op, op: Op, outs: set[str], grads: set[str]) -> bool:
-        if f.name != op.name or f.rank != op.rank:
-            return False
-        if len(f.inputs) + len(f.outputs) <= 16:  # small records: no sets to build
-            return all(t in f.inputs for t in outs) and all(t in f.outputs for t in grads)
-        return outs <= set(f.inputs) and grads <= set(f.outputs)
-
-    # A backward record's partner is the forward record of its class and rank that consumed
-    # its outputs and created its upstream gradients. Each array has one creator, so the
-    # creator of a gradient input is the only candidate: linear, however many records share
-    # a class and rank. Records without a gradient input (rare) search by an input they
-    # produced a gradient for, or among all records of their class and rank.
-    by_input: Optional[dict[tuple[str, int, str], list[Op]]] = None
-    by_key: Optional[dict[tuple[str, int], list[Op]]] = None
-    paired: dict[str, Op] = {}
-    result = []
-    for op in ops:
-        if op.kind is forward:
-            result.append(op)
-            continue
-        grads = {tid for tid, role in zip(op.inputs, op.input_roles) if role == "gradient"}
-        outs = set(op.outputs)
-        if grads:
-            creator = producer.get(min(grads))
-            candidates = [creator] if creator is not None and fits(creator, op, outs, grads) else []
-        elif op.outputs:
-            if by_input is None:
-                by_input = defaultdict(list)
-                for f in ops:
-                    if f.kind is forward:
-                        for tid in dict.fromkeys(f.inputs):
-                            by_input[(f.name, f.rank, tid)].append(f)
-            candidates = [f for f in by_input.get((op.name, op.rank, op.outputs[0]), ())
-                          if fits(f, op, outs, grads)]
-        else:
-            if by_key is None:
-                by_key = defaultdict(list)
-                for f in ops:
-                    if f.kind is forward:
-                        by_key[(f.name, f.rank)].append(f)
-            candidates = [f for f in by_key.get((op.name, op.rank), ()) if fits(f, op, outs, grads)]
-        if not candidates:
-            raise TraceFormatError(
-                path, op.line, f"backward {op.name} (rank {op.rank}) has no forward record "
-                "with the same class and rank whose inputs are its outputs; the dump is "
-                "incomplete or this record is corrupt",
-            )
-        free = [f for f in candidates if f.id not in paired]
-        if not free:
-            raise TraceFormatError(
-                path, op.line, f"second backward record for forward {op.name} (rank "
-                f"{op.rank}) on line {candidates[0].line}; each forward record has one",
-            )
-        partner = free[0]
-        paired[partner.id] = op
-        result.append(Op(op.id, op.kind, op.name, op.line, op.position, partner.layer, op.rank,
-                         op.attrs, op.inputs, op.input_roles, op.outputs, partner.id))
-    return result

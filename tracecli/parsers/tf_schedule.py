@@ -9,7 +9,6 @@ variable -> first Horovod node naming it (``HANDOFF``) -> all-reduce output
 
 from __future__ import annotations
 
-import functools
 import re
 from collections import Counter, defaultdict
 from typing import Optional
@@ -17,47 +16,19 @@ from typing import Optional
 from ..errors import SizesError, TraceFormatError
 from ..model import (
     Abilities, ComputeSource, EdgeKind, Link, Op, OpKind, ReadinessMethod, Tensor, TensorKind, Trace,
-    VariableOrder,
+    TraceMeta, VariableOrder, check_fields,
 )
 from .sizes import Variable
+from .tf_names import (
+    MAX_INDEX_DIGITS, backward_scope, classify, classify_name, producer_role, split_suffix,
+    variable_role,
+)
 
 __all__ = ["parse", "looks_like", "classify", "variable_role", "producer_role"]
 
 FORMAT = "tf-schedule"
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.\-/>:]*$")
-# ``(?:^|/)\w*Allreduce/cond(?:_(\d+))?/`` and ``(?:^|/)update(?:_(\d+))?/``, matched where a
-# substring search puts them (a search from every position costs microseconds a line).
-_ALLREDUCE_AT = re.compile(r"\w*Allreduce/cond(?:_(\d+))?/")
-_UPDATE_AT = re.compile(r"update(?:_(\d+))?/")
-_SETUP_BASES = frozenset({
-    "Const", "shape", "Shape", "ShapeN", "paddings", "reduction_indices", "multiples", "perm",
-    "axis", "begin", "size", "ReadVariableOp",
-})
-_BACKWARD_SCOPES = ("gradient_tape", "gradients")
-# Last name component (without a _K suffix) of ops that produce a parameter gradient.
-_PRODUCERS = {
-    "Conv2DBackpropFilter": "weight", "Conv2DBackpropFilterV2": "weight",
-    "Conv3DBackpropFilter": "weight", "Conv3DBackpropFilterV2": "weight",
-    "DepthwiseConv2dNativeBackpropFilter": "depthwise",
-    "BiasAddGrad": "bias",
-    "FusedBatchNormGrad": "norm", "FusedBatchNormGradV2": "norm", "FusedBatchNormGradV3": "norm",
-    "UnsortedSegmentSum": "embedding",
-}
-# y = x @ W differentiates into MatMul (dx) and MatMul_1 (dW); a second application in the
-# same scope gives MatMul_2 / MatMul_3: the odd-numbered ones produce the weight gradient.
-_ODD_WEIGHT_PRODUCERS = frozenset({"MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3",
-                                   "Einsum"})
-_ROLES = {
-    "kernel": "weight", "weights": "weight", "W": "weight", "w": "weight",
-    "pointwise_kernel": "weight", "recurrent_kernel": "weight",
-    "depthwise_kernel": "depthwise",
-    "bias": "bias", "biases": "bias", "b": "bias",
-    "gamma": "norm", "beta": "norm", "scale": "norm", "offset": "norm",
-    "embeddings": "embedding", "embedding": "embedding",
-}
-
-
 _BAD_CHAR_RE = re.compile(r"[^A-Za-z0-9_.\-/>: \t\n\r\f\v]")
 _INNER_SPACE_RE = re.compile(r"[^ \t\n\r\f\v][ \t\r\f\v]+[^ \t\n\r\f\v]")
 _BAD_START_RE = re.compile(r"(?m)^[ \t\r\f\v]*[-/>:]")
@@ -90,183 +61,6 @@ def looks_like(text: str) -> bool:
     """The whole text is node names, one a line, and some name has a scope. (Real lists
     may open with hundreds of scope-less placeholder names: the whole text decides.)"""
     return "/" in text and bool(text.strip()) and names_only(text)
-
-
-MAX_INDEX_DIGITS = 9  # no model has a billion variables or op copies
-
-
-def _split_suffix(last: str) -> tuple[str, Optional[int]]:
-    """``MatMul_3`` -> ``("MatMul", 3)``; ``Conv2D`` -> ``("Conv2D", None)``; a suffix of
-    more than nine digits is no copy number.
-
-    >>> _split_suffix("x_" + "9" * 5000)[1] is None
-    True
-    """
-    i = last.rfind("_")
-    digits = last[i + 1:]
-    if i > 0 and digits.isascii() and digits.isdigit() and len(digits) <= MAX_INDEX_DIGITS:
-        return last[:i], int(digits)
-    return last, None
-
-
-def _index(digits: Optional[str]) -> int:
-    """A variable index named in an op; -1 for one no model can have (too many digits)."""
-    if not digits:
-        return 0
-    return int(digits) if len(digits) <= MAX_INDEX_DIGITS else -1
-
-
-def producer_role(name: str) -> Optional[str]:
-    """The kind of variable whose gradient an op named ``name`` produces, if any.
-
-    >>> producer_role("gradient_tape/m/conv1/Conv2D/Conv2DBackpropFilter")
-    'weight'
-    >>> producer_role("gradient_tape/m/fc/MatMul_1"), producer_role("gradient_tape/m/fc/MatMul")
-    ('weight', None)
-    """
-    return _last(name[name.rfind("/") + 1:])[1]
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _last(last: str) -> tuple[bool, Optional[str], str]:
-    """What an op name's last component says: (a setup op?, the variable kind whose
-    gradient it produces, its base without a copy suffix). Last components repeat across
-    a list's lines, so this is cached."""
-    base, n = _split_suffix(last)
-    setup = base in _SETUP_BASES or base.endswith("_recip") or "matshapes-" in last
-    role = _PRODUCERS.get(base)
-    if role is None and base in _ODD_WEIGHT_PRODUCERS and n is not None and n % 2 == 1:
-        role = "weight"
-    return setup, role, base
-
-
-def variable_role(name: str) -> Optional[str]:
-    """``kernel`` -> weight, ``bias`` -> bias, ``gamma``/``beta`` -> norm, ...
-
-    >>> variable_role("conv1_bn/gamma:0"), variable_role("dense/kernel:0")
-    ('norm', 'weight')
-    """
-    short = name.rsplit("/", 1)[-1].split(":", 1)[0]
-    return _ROLES.get(short)
-
-
-def classify(name: str) -> tuple[OpKind, Optional[int]]:
-    """The kind of an op from its name, and the variable index it names (if any).
-
-    >>> classify("Func/DistributedGradientTape_Allreduce/cond_10/else/_81/input/_1797")
-    (<OpKind.ALLREDUCE_INPUT: 'allreduce_input'>, 10)
-    >>> classify("DistributedGradientTape_Allreduce/cond/output/_6")
-    (<OpKind.ALLREDUCE_OUTPUT: 'allreduce_output'>, 0)
-    >>> classify("SGD/SGD/update_3/ResourceApplyGradientDescent")
-    (<OpKind.UPDATE: 'update'>, 3)
-    >>> classify("gradient_tape/resnet50/conv1_conv/BiasAdd/BiasAddGrad")
-    (<OpKind.GRADIENT: 'gradient'>, None)
-    """
-    kind, index, _ = _classify(name)
-    return kind, index
-
-
-# Kinds as module constants and the index- and scope-less results made once: looking an
-# enum member up on its class costs more than most of the tests, 500,000 times a list.
-_SETUP, _BACKWARD, _GRADIENT, _UPDATE, _ALLREDUCE, _ALLREDUCE_INPUT, _ALLREDUCE_OUTPUT = (
-    OpKind.SETUP, OpKind.BACKWARD, OpKind.GRADIENT, OpKind.UPDATE, OpKind.ALLREDUCE,
-    OpKind.ALLREDUCE_INPUT, OpKind.ALLREDUCE_OUTPUT)
-_SETUP_RESULT, _BACKWARD_RESULT, _UPDATE_RESULT, _ALLREDUCE_RESULT = (
-    (kind, None, None) for kind in (_SETUP, _BACKWARD, _UPDATE, _ALLREDUCE))
-_BROADCAST_RESULT, _OTHER_RESULT = (OpKind.BROADCAST, None, None), (OpKind.OTHER, None, None)
-
-
-def _classify(name: str) -> tuple[OpKind, Optional[int], Optional[list[str]]]:
-    """:func:`classify`, plus the components under the backward scope of a backward op.
-
-    Cheap substring tests guard every regular expression: this runs once per line of
-    500,000-line lists.
-    """
-    if name.startswith("gradient_tape/"):  # most lines of a step: skip the other tests
-        return _classify_backward(name, _TAPE)
-    if "Horovod" in name and (name.startswith("HorovodBroadcast") or "/HorovodBroadcast" in name):
-        return _BROADCAST_RESULT
-    i = name.find("Allreduce/cond")
-    if i >= 0:  # at the start of its component (the first try of _scoped), else later ones
-        match = (_ALLREDUCE_AT.match(name, name.rfind("/", 0, i) + 1)
-                 or _scoped(name, "Allreduce/cond", _ALLREDUCE_AT, whole=False))
-        if match:
-            index = _index(match.group(1))
-            rest = name[match.end():]
-            if rest.startswith("output/") or "/output/" in rest:
-                return _ALLREDUCE_OUTPUT, index, None
-            if "HorovodAllreduce" in rest or "HorovodAllgather" in rest:
-                return _ALLREDUCE, index, None
-            return _ALLREDUCE_INPUT, index, None
-    if "HorovodAllreduce" in name:
-        return _ALLREDUCE_RESULT
-    if "LayoutOptimizer" in name or name.startswith("ConstantFolding/"):
-        return _SETUP_RESULT
-    last = name[name.rfind("/") + 1:]
-    setup, _, base = _last(last)
-    if setup:
-        return _SETUP_RESULT
-    if "update" in name:
-        match = _scoped(name, "update", _UPDATE_AT, whole=True)
-        if match:
-            return _UPDATE, _index(match.group(1)), None
-    if "ResourceApply" in last or "SparseApply" in last or last.startswith("Apply"):
-        return _UPDATE_RESULT
-    if "gradient" in name and _backward_scope(name) is not None:
-        return _classify_backward(name)
-    if base == "AddN" and "/" not in name:
-        return _BACKWARD_RESULT  # sums the contributions of a variable used twice
-    return _OTHER_RESULT
-
-
-def _scoped(name: str, key: str, pattern: re.Pattern, whole: bool) -> Optional[re.Match]:
-    """The first match of ``pattern`` at the start of a path component, found where ``key``
-    occurs: at the occurrence itself (``whole``: the key opens its component) or at the
-    start of the occurrence's component.
-
-    >>> _scoped("a/b.Allreduce/cond_1/c/DistributedGradientTape_Allreduce/cond_2/x",
-    ...         "Allreduce/cond", _ALLREDUCE_AT, whole=False).group(1)
-    '2'
-    >>> _scoped("SGD/my_update_1/x/update_7/y", "update", _UPDATE_AT, whole=True).group(1)
-    '7'
-    """
-    i = name.find(key)
-    while i >= 0:
-        start = i if whole else name.rfind("/", 0, i) + 1
-        if start == 0 or name[start - 1] == "/":
-            match = pattern.match(name, start)
-            if match:
-                return match
-        i = name.find(key, i + 1)
-    return None
-
-
-_TAPE = len("gradient_tape/")
-
-
-def _classify_backward(name: str, tape: int = 0) -> tuple[OpKind, Optional[int], Optional[list[str]]]:
-    """An op under a ``gradient_tape``/``gradients`` scope: setup, producer or backward.
-    ``tape``: the name opens with ``gradient_tape/``."""
-    if "LayoutOptimizer" in name:
-        return _SETUP_RESULT
-    setup, role, _ = _last(name[name.rfind("/") + 1:])
-    if setup:
-        return _SETUP_RESULT
-    if tape and name.find("/gradient", tape - 1) < 0:  # no scope nested under the first
-        return (_GRADIENT if role else _BACKWARD), None, name[tape:].split("/")
-    scope = _backward_scope(name)
-    if scope is None:
-        return _OTHER_RESULT
-    return (_GRADIENT if role else _BACKWARD), None, scope
-
-
-def _backward_scope(name: str) -> Optional[list[str]]:
-    """Path components after the last ``gradient_tape``/``gradients`` scope."""
-    comps = name.split("/")
-    for i in range(len(comps) - 2, -1, -1):
-        if comps[i] in _BACKWARD_SCOPES:
-            return comps[i + 1:]
-    return None
 
 
 class _Layers:
@@ -313,6 +107,14 @@ def _flat_layers(model: Optional[str], known: set[str]):
     return of
 
 
+# parse makes an Op a line, and _link a Link a hand-off, with tuple.__new__: Op(...) with
+# keywords costs ~0.8 us more a record (0.4 s on a 500,000-line list), Link(...) ~0.35 us
+# (70 ms on its 200,000 links). Their values follow these fields, checked at import:
+check_fields(Op, "id kind name line position layer generation attrs inputs input_roles outputs "
+                 "partner index start_ms dur_ms")
+check_fields(Link, "source target kind")
+
+
 def parse(
     path: str,
     lines: list[str],
@@ -329,7 +131,7 @@ def parse(
     ops, indexed = [], []
     append = ops.append
     other, forward, gradient = OpKind.OTHER, OpKind.FORWARD, OpKind.GRADIENT
-    classify, layer_of, known, new = _classify, layers.of, layers.known, tuple.__new__
+    classify, layer_of, known, new = classify_name, layers.of, layers.known, tuple.__new__
     produced = _Produced(variables or ())
     for position, name in enumerate(names):
         if progress and position % 50_000 == 0:
@@ -367,7 +169,7 @@ def parse(
         )
     tensors = _tensors(variables, indices, _sparse(indexed))
     links = _link(tensors, indexed)
-    meta = {"model_scope": model, "sizes": sizes_path, "horovod": bool(indices)}
+    meta = TraceMeta(sizes=sizes_path, model_scope=model, horovod=bool(indices))
     return Trace.build(path, FORMAT, ops, tensors, links, meta, abilities(bool(indices)))
 
 
@@ -414,7 +216,7 @@ def _model_scope(names: list[str], sample: int = 20_000) -> Optional[str]:
     for name in names:
         if "gradient" not in name:
             continue
-        comps = _backward_scope(name)
+        comps = backward_scope(name)
         if comps is None:
             continue
         if len(comps) >= 3:
@@ -446,7 +248,7 @@ def _sparse(indexed: list[Op]) -> set[int]:
             name = op.name
             last = name[name.rfind("/") + 1:]
             if ("SparseApply" in last or "ResourceScatter" in last
-                    or _split_suffix(last)[0] in _SPARSE_UPDATES):
+                    or split_suffix(last)[0] in _SPARSE_UPDATES):
                 found.add(op.index)
     return found
 
@@ -493,7 +295,7 @@ def _link(tensors: list[Tensor], indexed: list[Op]) -> list[Link]:
             of_kind[op.index] = op
     handoffs, collectives, outputs, updates = (first[kind].get for kind in kinds)
     handoff, allreduce, update_kind = EdgeKind.HANDOFF, EdgeKind.ALLREDUCE, EdgeKind.UPDATE
-    append, new = links.append, tuple.__new__  # Link(...) without its Python __new__
+    append, new = links.append, tuple.__new__  # Link(...) without its __new__ (fields checked above)
     for tensor in tensors:
         n = tensor.index
         handed, collective = handoffs(n), collectives(n)

@@ -26,7 +26,7 @@ def variable_order(trace: Trace) -> dict[str, int]:
     for op in trace.ops():
         if op.kind is OpKind.FORWARD:
             for k, tid in enumerate(op.inputs):
-                key = (op.rank, op.position, k)
+                key = (op.generation, op.position, k)
                 if tid not in first_use or key < first_use[tid]:
                     first_use[tid] = key
     ranked = sorted(params, key=lambda t: first_use.get(t.id, (float("inf"), 0, 0)))

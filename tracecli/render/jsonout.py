@@ -10,19 +10,20 @@ from ..analysis import Readiness, SizeReport
 from ..model import Trace
 from .jsonrows import Encoded, gradient_rows, layer_rows
 
-__all__ = ["dumps", "inspect_doc", "inspect_json"]
+__all__ = ["dumps", "inspect_json", "COMPACT"]
 
 
-_COMPACT = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(", ", ": "))
+# One line, as json.dumps(value, ensure_ascii=False) writes it, no NaN; the exports share it.
+COMPACT = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(", ", ": "))
 
 
 def _row_encoder():
-    """``_COMPACT.encode`` without its per-call set-up: the C encoder made once (rows of
+    """``COMPACT.encode`` without its per-call set-up: the C encoder made once (rows of
     a big document are a hundred thousand calls). Documents hold no cycles."""
     make = json.encoder.c_make_encoder
     if make is None:  # an interpreter without the C accelerator
-        return _COMPACT.encode
-    encode = make(None, _COMPACT.default, json.encoder.encode_basestring, None, ": ", ", ",
+        return COMPACT.encode
+    encode = make(None, COMPACT.default, json.encoder.encode_basestring, None, ": ", ", ",
                   False, False, False)
     return lambda value: "".join(encode(value, 0))
 
@@ -66,14 +67,14 @@ def _encode(value: Any, depth: int, parts: list[str]) -> None:
     if depth < 2 and isinstance(value, dict) and value:
         parts.append("{\n")
         for k, (key, item) in enumerate(value.items()):
-            parts += (",\n" if k else "", pad, _COMPACT.encode(str(key)), ": ")
+            parts += (",\n" if k else "", pad, COMPACT.encode(str(key)), ": ")
             _encode(item, depth + 1, parts)
         parts += (end, "}")
         return
     if depth < 2 and isinstance(value, list) and value and isinstance(value[0], (dict, list)):
         parts += ("[\n", pad, f",\n{pad}".join(map(_encode_row, value)), end, "]")
         return
-    parts.append(_COMPACT.encode(value))
+    parts.append(COMPACT.encode(value))
 
 
 def _number(x):
@@ -82,21 +83,15 @@ def _number(x):
     return x
 
 
-def inspect_doc(trace: Trace, ready: Readiness, sizes: SizeReport,
-                extra_gradient_fields=None) -> dict:
-    """The ``inspect --json`` document.
+def inspect_json(trace: Trace, ready: Readiness, sizes: SizeReport, extra_gradient_fields=None,
+                 compute_source: Optional[str] = None) -> str:
+    """The ``inspect --json`` document as text (``dumps`` of its dicts), with
+    ``readiness.compute_source`` set; its rows are written straight from the records where
+    their values allow (:mod:`.jsonrows`), else from the dicts.
 
     ``extra_gradient_fields`` maps a tensor id to more keys for its gradient entry
     (shapes and ready times from the compute model).
     """
-    extra = extra_gradient_fields or {}
-    return _document(trace, ready, sizes, _gradient_dicts(ready, extra), _layer_dicts(ready))
-
-
-def inspect_json(trace: Trace, ready: Readiness, sizes: SizeReport, extra_gradient_fields=None,
-                 compute_source: Optional[str] = None) -> str:
-    """``dumps`` of :func:`inspect_doc` with ``readiness.compute_source`` set: the same
-    text, its rows written straight from the records where their values allow."""
     extra = extra_gradient_fields or {}
     gradients = gradient_rows(ready, extra)
     layers = layer_rows(ready)
@@ -156,7 +151,7 @@ def _document(trace: Trace, ready: Readiness, sizes: SizeReport, gradients: list
             "ops": len(trace.ops()),
             "tensors": len(trace.tensors()),
             "ops_by_kind": trace.counts(),
-            "sizes_file": trace.meta.get("sizes"),
+            "sizes_file": trace.meta.sizes,
         },
         "parameters": {
             "count": sizes.parameters,
@@ -192,8 +187,8 @@ def _recorded(trace: Trace) -> dict:
     if trace.step is not None:
         extra["step"] = {k: (list(v) if isinstance(v, tuple) else v)
                          for k, v in trace.step._asdict().items()}
-    if trace.meta.get("notes"):
-        extra["notes"] = list(trace.meta["notes"])
+    if trace.meta.notes:
+        extra["notes"] = list(trace.meta.notes)
     if trace.collectives():
         extra["collectives"] = [
             {"step": c.step, "kind": c.kind.value, "elements": c.elements, "bytes": c.nbytes,

@@ -2,8 +2,8 @@
 
 A 500,000-line op list has 66,000 gradients and 33,000 layers: building a dict a row and
 encoding it takes half a second; writing each row's text from its record directly takes a
-fifth of that. The text is exactly what ``jsonout.dumps`` makes of the dicts
-``jsonout.inspect_doc`` returns (tested on every sample and on records with awkward
+fifth of that. The text is exactly what ``jsonout.dumps`` makes of the document's dicts
+(tested against dicts built independently, on every sample and on records with awkward
 values); where a value is not of the plain type a template assumes (a bool among ints, a
 NaN, another key), these return ``None`` and the dicts are encoded instead.
 """
@@ -45,7 +45,7 @@ def _columns(records, checks) -> bool:
 
 
 def gradient_rows(ready: Readiness, extra: dict) -> Optional[Encoded]:
-    """``inspect_doc``'s gradient rows as text; ``extra`` holds, per gradient, nothing or
+    """The document's gradient rows as text; ``extra`` holds, per gradient, nothing or
     exactly ``shape`` and ``ready_ms`` (what the CLI adds)."""
     grads = ready.gradients
     if not _columns(grads, _GRADIENT_CHECKS):
@@ -89,7 +89,7 @@ _READY_MS = '"ready_ms": '
 
 
 def layer_rows(ready: Readiness) -> Optional[Encoded]:
-    """``inspect_doc``'s layer rows as text (cumulative bytes: ``null`` from the first
+    """The document's layer rows as text (cumulative bytes: ``null`` from the first
     layer of unknown size on)."""
     layers = ready.layers
     if not _columns(layers, _LAYER_CHECKS) or not all(_all(l.tensors, _STR) for l in layers):

@@ -103,12 +103,12 @@ def summary(trace: Trace, sizes: SizeReport) -> Text:
         text.append(f", {sizes.parameter_elements:,} elements")
     if sizes.activation_bytes is not None:
         text.append(f"; activations {sizes.activations:,} = {_size(sizes.activation_bytes)}")
-    for note in trace.meta.get("notes") or ():
+    for note in trace.meta.notes:
         text.append(f"\n{note}")
     hint = trace.abilities.sizes_hint
     if hint:
         known = sizes.parameters and sizes.parameter_bytes is not None
-        text.append("\nsizes: " + (trace.meta.get("sizes") or ("recorded in the trace" if known
+        text.append("\nsizes: " + (trace.meta.sizes or ("recorded in the trace" if known
                                                                  else f"unknown ({hint})")))
     return text
 

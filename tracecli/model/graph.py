@@ -1,0 +1,212 @@
+"""Graph algorithms over a trace's records, and the networkx graph they make.
+
+The edges of a trace follow from its op records (see :func:`op_edges`); the networkx
+graph (:class:`TraceGraph`) is built from them only when asked for, since networkx costs
+a tenth of a second to import and most commands never build the graph. This package is
+the only place that knows networkx.
+
+>>> relu = Op("op0", OpKind.FORWARD, "ReLU", 3, 0, inputs=("t0",), outputs=("t1",))
+>>> [(u, v, attrs["kind"].value) for u, v, attrs in op_edges([relu])]
+[('t0', 'op0', 'data'), ('op0', 't1', 'data')]
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Optional
+
+from .kinds import BACKWARD_KINDS, EdgeKind, NodeType, OpKind
+from .records import Op
+
+__all__ = [
+    "TraceGraph",
+    "build_graph",
+    "op_edges",
+    "find_forward_cycle",
+    "generations_rise",
+    "node_entry",
+    "edge_entry",
+    "plain",
+    "jsonable",
+]
+
+
+def __getattr__(name: str):
+    """``TraceGraph`` is made on first use (networkx is imported then)."""
+    if name == "TraceGraph":
+        return _graph_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+_GRAPH_CLASS = None
+
+
+def _graph_class():
+    global _GRAPH_CLASS
+    if _GRAPH_CLASS is None:
+        import networkx as nx
+
+        class TraceGraph(nx.DiGraph):
+            """A ``networkx.DiGraph`` whose nodes carry :class:`Op` or :class:`Tensor` data."""
+
+        TraceGraph.__module__ = "tracecli.model"
+        _GRAPH_CLASS = TraceGraph
+    return _GRAPH_CLASS
+
+
+def build_graph(nodes: Iterable[tuple[str, NodeType, Any]],
+                edges: Iterable[tuple[str, str, dict]]) -> "TraceGraph":
+    """A :class:`TraceGraph` of ``(id, type, record)`` nodes and ``(u, v, attrs)`` edges;
+    each node carries its ``type`` and its record under ``data``."""
+    graph = _graph_class()()
+    graph.add_nodes_from((node, {"type": kind, "data": record}) for node, kind, record in nodes)
+    graph.add_edges_from(edges)
+    return graph
+
+
+def op_edges(ops: Iterable[Op]) -> Iterator[tuple[str, str, dict]]:
+    """Edges the op records imply, in record order; a tensor listed twice by one op keeps
+    its first index.
+
+    A forward op reads its inputs and writes its outputs (``DATA``); a backward op reads
+    its inputs (``DATA``), produces the gradients of its outputs (``GRADIENT``) and points
+    at its ``partner`` (``BACKWARD_OF``).
+    """
+    data, gradient, backward_of = EdgeKind.DATA, EdgeKind.GRADIENT, EdgeKind.BACKWARD_OF
+    for op in ops:
+        op_id = op.id
+        for i, tid in _first_occurrences(op.inputs):
+            yield tid, op_id, {"kind": data, "index": i}
+        out_kind = gradient if op.kind in BACKWARD_KINDS else data
+        for i, tid in _first_occurrences(op.outputs):
+            yield op_id, tid, {"kind": out_kind, "index": i}
+        if op.partner is not None:
+            yield op_id, op.partner, {"kind": backward_of}
+
+
+def _first_occurrences(ids: tuple[str, ...]):
+    if len(ids) < 2 or len(set(ids)) == len(ids):
+        return enumerate(ids)
+    seen: dict[str, int] = {}
+    for i, tid in enumerate(ids):
+        seen.setdefault(tid, i)
+    return ((i, tid) for tid, i in seen.items())
+
+
+def find_forward_cycle(ops: Iterable[Op]) -> Optional[list[str]]:
+    """Op ids of one cycle among forward ops (op -> op through a tensor), or ``None``.
+
+    Generations that rise along every edge prove there is none (Chainer's do: a function's
+    generation exceeds its inputs' creators'), checked in one pass
+    (:func:`generations_rise`); otherwise Kahn's algorithm over plain dicts: linear, and
+    fast on 100,000-op dumps. The cycle starts at its op earliest in the file.
+
+    >>> a = Op("op0", OpKind.FORWARD, "A", 1, 0, inputs=("t1",), outputs=("t0",))
+    >>> b = Op("op1", OpKind.FORWARD, "B", 2, 1, inputs=("t0",), outputs=("t1",))
+    >>> find_forward_cycle([a, b])
+    ['op0', 'op1']
+    >>> find_forward_cycle([a]) is None
+    True
+    """
+    kind = OpKind.FORWARD
+    forward = [op for op in ops if op.kind is kind]
+    if generations_rise(forward):
+        return None
+    creator: dict[str, str] = {}
+    for op in forward:
+        for tid in op.outputs:
+            creator[tid] = op.id
+    preds: dict[str, list[str]] = {op.id: [] for op in forward}
+    succs: dict[str, list[str]] = {op.id: [] for op in forward}
+    for op in forward:
+        for tid in op.inputs:
+            c = creator.get(tid)
+            if c is not None:
+                preds[op.id].append(c)
+                succs[c].append(op.id)
+    indegree = {o: len(p) for o, p in preds.items()}
+    ready = [o for o, d in indegree.items() if d == 0]
+    while ready:
+        for s in succs[ready.pop()]:
+            indegree[s] -= 1
+            if indegree[s] == 0:
+                ready.append(s)
+    stuck = {o for o, d in indegree.items() if d > 0}
+    if not stuck:
+        return None
+    position = {op.id: op.position for op in forward}
+    node = min(stuck, key=position.__getitem__)
+    path: list[str] = []
+    index: dict[str, int] = {}
+    while node not in index:  # every stuck op has a stuck predecessor
+        index[node] = len(path)
+        path.append(node)
+        node = next(p for p in preds[node] if p in stuck)
+    return path[index[node]:]
+
+
+def generations_rise(forward: list[Op]) -> bool:
+    """Whether every forward op has a generation greater than those of its inputs'
+    creators (a proof that the forward ops hold no cycle)."""
+    generation: dict[str, int] = {}
+    for op in forward:
+        if op.generation is None:
+            return False
+        for tid in op.outputs:
+            generation[tid] = op.generation
+    get = generation.get
+    for op in forward:
+        g = op.generation
+        for tid in op.inputs:
+            if get(tid, -1) >= g:
+                return False
+    return True
+
+
+def node_entry(node: str, kind: NodeType, record: NamedTuple) -> dict[str, Any]:
+    """A node as plain JSON values: its id, its type and its record's fields.
+
+    >>> from tracecli.model import Tensor, TensorKind
+    >>> node_entry("t0", NodeType.TENSOR, Tensor("t0", TensorKind.INPUT, "x", 16))
+    ... # doctest: +NORMALIZE_WHITESPACE
+    {'id': 't0', 'type': 'tensor', 'kind': 'input', 'name': 'x', 'nbytes': 16, 'line': None,
+     'layer': None, 'dtype': None, 'shape': None, 'index': None, 'sparse': False}
+    """
+    entry = {"id": node, "type": kind.value}
+    entry.update(plain(record))
+    return entry
+
+
+def edge_entry(u: str, v: str, attrs: dict) -> dict[str, Any]:
+    """An edge as plain JSON values: its ends, its kind and its index where it has one."""
+    entry = {"source": u, "target": v, "kind": attrs["kind"].value}
+    if "index" in attrs:
+        entry["index"] = attrs["index"]
+    return entry
+
+
+def plain(record: NamedTuple) -> dict[str, Any]:
+    """A record's fields but its ``id``, as plain JSON values."""
+    return {name: jsonable(value) for name, value in zip(record._fields, record) if name != "id"}
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` as plain JSON values: enums by value, tuples as lists, keys as text.
+
+    >>> jsonable({1: (OpKind.FORWARD, None)})
+    {'1': ['forward', None]}
+    """
+    if type(value) in _SCALARS:  # the common case first: exact types, no ABC checks
+        return value
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    return value

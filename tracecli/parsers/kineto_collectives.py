@@ -1,0 +1,204 @@
+"""The collectives of a profiler trace: what the host launched, and where each one ran.
+
+Every collective the run issued, in every profiled step, becomes a :class:`Collective`:
+kind, elements, dtype, when the host launched it and when it ran (the NCCL kernel, found
+via its launch's correlation id; the ``gloo:*`` annotation of gloo's worker thread), and
+its purpose (``gradients`` during backward, ``unused-map`` for DDP's integer map of used
+parameters, ``buffers`` for DDP's broadcast in forward, ``other``).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections import defaultdict, deque
+from typing import Any, Optional
+
+from ..model import DTYPE_BYTES, Collective, CollectiveKind, Op
+from .kineto_events import Event, KinetoEvents, torch_dtype
+from .kineto_threads import Step, Thread, ancestor_indices, backward_window
+
+__all__ = ["collective_kind", "kernel_kind", "Launch", "launches", "pair_runs", "collectives",
+           "launched_by"]
+
+_INTEGER_DTYPES = frozenset({"int64", "int32", "int16", "int8", "uint8", "bool"})
+
+
+def collective_kind(name: str) -> Optional[CollectiveKind]:
+    """The kind a launch or execution names; ``None`` for what is not a collective.
+
+    >>> collective_kind("c10d::allreduce_"), collective_kind("_allgather_base")
+    (<CollectiveKind.ALL_REDUCE: 'allreduce'>, <CollectiveKind.ALL_GATHER: 'allgather'>)
+    >>> collective_kind("gloo:all_reduce"), collective_kind("wait")
+    (<CollectiveKind.ALL_REDUCE: 'allreduce'>, None)
+    """
+    base = name.split("::")[-1].split(":")[-1].lower().strip("_")
+    for noise in ("_coalesced", "_base", "_into_tensor", "_tensor"):
+        base = base.replace(noise, "")
+    base = base.strip("_").replace("all_reduce", "allreduce").replace("all_gather", "allgather")
+    base = base.replace("all_to_all", "alltoall")
+    kinds = {"allreduce": CollectiveKind.ALL_REDUCE, "broadcast": CollectiveKind.BROADCAST,
+             "allgather": CollectiveKind.ALL_GATHER, "reduce_scatter": CollectiveKind.REDUCE_SCATTER,
+             "alltoall": CollectiveKind.ALL_TO_ALL, "reduce": CollectiveKind.REDUCE,
+             "gather": CollectiveKind.GATHER, "scatter": CollectiveKind.SCATTER,
+             "barrier": CollectiveKind.BARRIER}
+    if base in kinds:
+        return kinds[base]
+    if base in ("send", "recv", "recv_any_source", "sendrecv"):
+        return CollectiveKind.OTHER
+    return None
+
+
+def kernel_kind(name: str) -> Optional[CollectiveKind]:
+    for token, kind in (("AllReduce", CollectiveKind.ALL_REDUCE), ("Broadcast", CollectiveKind.BROADCAST),
+                        ("AllGather", CollectiveKind.ALL_GATHER),
+                        ("ReduceScatter", CollectiveKind.REDUCE_SCATTER),
+                        ("SendRecv", CollectiveKind.ALL_TO_ALL), ("Reduce", CollectiveKind.REDUCE)):
+        if token in name:
+            return kind
+    return None
+
+
+class Launch:
+    """A collective the host issued, and where it ran once paired."""
+
+    def __init__(self, thread: Thread, i: int, kind: CollectiveKind):
+        e = thread.events[i]
+        self.thread, self.i, self.event, self.kind = thread, i, e, kind
+        self.elements: Optional[int] = None
+        self.dtype: Optional[str] = None
+        self.group_size: Optional[int] = None
+        args = e.args or {}
+        if "Collective name" in args:
+            self.elements = args.get("In msg nelems")
+            self.dtype = torch_dtype(args.get("dtype"))
+            self.group_size = args.get("Group size")
+        else:
+            dims = args.get("Input Dims")
+            if isinstance(dims, list) and dims and isinstance(dims[0], list) and dims[0] \
+                    and all(isinstance(t, list) for t in dims[0]):
+                self.elements = sum(math.prod(t) for t in dims[0])
+        self.run: Optional[Event] = None
+
+
+def launches(threads: dict[Any, Thread]) -> list[Launch]:
+    found = []
+    for thread in threads.values():
+        for i, e in enumerate(thread.events):
+            if e.name == "record_param_comms" and e.args and "Collective name" in e.args:
+                kind = collective_kind(str(e.args["Collective name"]))
+                if kind is not None:
+                    found.append(Launch(thread, i, kind))
+            elif e.name.startswith("c10d::") and e.cat == "cpu_op":
+                kind = collective_kind(e.name)
+                if kind is not None:
+                    found.append(Launch(thread, i, kind))
+    # record_param_comms inside a c10d:: op describes the same collective: keep the inner one
+    inner = {(id(l.thread), a) for l in found if l.event.name == "record_param_comms"
+             for a in ancestor_indices(l.thread, l.i)}
+    found = [l for l in found if (id(l.thread), l.i) not in inner]
+    found.sort(key=lambda l: (l.event.ts, l.event.line))
+    return found
+
+
+def pair_runs(launches: list[Launch], ev: KinetoEvents, threads: dict[Any, Thread]) -> None:
+    """Where each launched collective ran: its NCCL kernel, or gloo's worker annotation."""
+    by_place: dict[Any, list[Launch]] = defaultdict(list)
+    for l in launches:
+        by_place[l.event.tid].append(l)
+    for kernel in ev.kernels:
+        corr = (kernel.args or {}).get("correlation")
+        where = ev.launches.get(corr) if corr is not None else None
+        if where is None:
+            continue
+        tid, ts = where
+        for l in by_place.get(tid, ()):
+            if l.event.ts <= ts <= l.event.end and l.run is None:
+                l.run = kernel
+                break
+    paired = {id(l.run) for l in launches if l.run is not None}
+    leftover = [k for k in ev.kernels if id(k) not in paired]
+    gloo = [t.events[i] for t in threads.values() for i in range(len(t.events))
+            if t.events[i].name.startswith("gloo:") and t.events[i].cat == "user_annotation"]
+    gloo.sort(key=lambda e: (e.ts, e.line))
+    # The rest in order: the k-th unpaired launch of a kind and size ran as the k-th
+    # execution of that kind and size (collective libraries run a group's work in order).
+    queues: dict[tuple, deque] = defaultdict(deque)
+    for e in leftover:
+        args = e.args or {}
+        kind = collective_kind(str(args["Collective name"])) if "Collective name" in args \
+            else kernel_kind(e.name)
+        queues[(kind, args.get("In msg nelems"))].append(e)
+    for e in gloo:
+        dims = (e.args or {}).get("Input Dims")
+        elements = None
+        if isinstance(dims, list) and dims and isinstance(dims[0], list) and dims[0] \
+                and all(isinstance(d, int) for d in dims[0]):
+            elements = math.prod(dims[0])
+        queues[(collective_kind(e.name), elements)].append(e)
+    for l in launches:
+        if l.run is not None:
+            continue
+        for key in ((l.kind, l.elements), (l.kind, None)):
+            q = queues.get(key)
+            while q and q[0].ts < l.event.ts - 1.0:  # ran before this launch: not its run
+                q.popleft()
+            if q:
+                l.run = q.popleft()
+                break
+        if l.run is not None and l.run.cat == "user_annotation":
+            args = l.run.args or {}
+            if l.dtype is None and isinstance(args.get("Input type"), list) and args["Input type"]:
+                l.dtype = torch_dtype(args["Input type"][0])
+            if l.elements is None:
+                dims = args.get("Input Dims")
+                if isinstance(dims, list) and dims and isinstance(dims[0], list):
+                    l.elements = math.prod(dims[0])
+        elif l.run is not None and l.dtype is None:
+            l.dtype = torch_dtype((l.run.args or {}).get("dtype"))
+
+
+def purpose(l: Launch, backward: Optional[tuple[float, float]]) -> str:
+    ts = l.event.ts
+    if backward is not None and l.kind is CollectiveKind.BROADCAST and ts < backward[0]:
+        return "buffers"
+    if backward is not None and l.kind is CollectiveKind.ALL_REDUCE and backward[0] <= ts <= backward[1]:
+        return "unused-map" if l.dtype in _INTEGER_DTYPES else "gradients"
+    return "other"
+
+
+def collectives(launches: list[Launch], steps: list[Step], threads) -> list[Collective]:
+    result = []
+    starts = [s.ts for s in steps]
+    windows = {id(s): backward_window(threads, s) for s in steps}
+    for l in launches:
+        k = bisect.bisect_right(starts, l.event.ts) - 1
+        if k < 0 or l.event.ts >= steps[k].end:
+            continue  # outside every step (DDP's construction-time broadcast, ...)
+        step = steps[k]
+        t0 = step.ts
+
+        def rel(x: Optional[float]) -> Optional[float]:
+            return None if x is None else (x - t0) / 1000.0
+
+        nbytes = None
+        if l.elements is not None and l.dtype is not None:
+            nbytes = l.elements * DTYPE_BYTES[l.dtype]
+        result.append(Collective(
+            f"c{len(result)}", l.kind, step.index, l.elements, l.dtype, nbytes,
+            rel(l.event.ts), rel(l.run.ts if l.run else None), rel(l.run.end if l.run else None),
+            purpose(l, windows[id(step)]), l.group_size))
+    return result
+
+
+def launched_by(collectives: list[Collective], ops: list[Op], step: Step) -> list[Collective]:
+    """The op during or right after which each of the step's collectives was launched."""
+    starts = [op.start_ms for op in ops]
+    result = []
+    for c in collectives:
+        if c.step == step.index and ops:
+            k = bisect.bisect_right(starts, c.launch_ms) - 1
+            if k >= 0:
+                c = c._replace(op=ops[k].id)
+        result.append(c)
+    return result

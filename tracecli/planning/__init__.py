@@ -1,4 +1,6 @@
-"""Planning: pure functions of (readiness, sizes, compute times, cost model, options)."""
+"""Planning: bucket strategies, the predicted timeline and the plan, as pure functions of
+(gradients in readiness order, compute times, cost model, options); and the plan file's
+format (:mod:`.planfile`), the one module here that reads a file."""
 
 from .plan import BucketPlan, PlanInput, compare, make_plan
 from .strategies import STRATEGIES, Grad, StrategyOptions

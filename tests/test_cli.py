@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import xml.etree.ElementTree as ET
 
 import networkx as nx
@@ -301,3 +302,20 @@ def test_tables_stop_at_a_thousand_rows_unless_told():
     add_rows(table, [["1"]], 500, "row")
     assert table.row_count == 1
     assert table.caption == "500 more rows (--top N shows N; --json has them all)"
+
+
+def test_a_closed_pipe_ends_quietly():
+    """``tracecli ... | head -1``: the reader goes away; no error, SIGPIPE's status (141)."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    command = [sys.executable, "-m", "tracecli", "export", str(RESNET), "--to", "json", "-o", "-"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    first = proc.stdout.readline()
+    proc.stdout.close()  # as head -1 does
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 141 and first.startswith(b"{")
+    assert err == b"", err

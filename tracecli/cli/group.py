@@ -2,13 +2,16 @@
 
 Every :class:`~tracecli.errors.TraceCliError` becomes one line on stderr and exit status 2
 (:class:`_Group`); so does every usage error; ``--debug`` shows the traceback instead.
-Ctrl-C exits 130; a bug is one line and exit status 1. Outputs are claimed before the work
+Ctrl-C exits 130; a bug is one line and exit status 1. A reader that closes the pipe early
+(``tracecli plan-buckets ... | head -1``) ends the command quietly, as Unix tools end on
+SIGPIPE (exit status 141). Outputs are claimed before the work
 and written after it (:mod:`tracecli.outfile`); the session in ``.tracecli/`` fills in what
 was left out (:mod:`tracecli.session`).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -19,6 +22,20 @@ from ..errors import TraceCliError
 
 __all__ = ["cli"]
 
+CLOSED_PIPE_STATUS = 128 + 13  # what a shell reports for a process ended by SIGPIPE
+
+
+def _closed_pipe() -> None:
+    """The reader of standard output has gone: point it at /dev/null, so that nothing more
+    (not even the interpreter's last flush) tries to write to it."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    finally:
+        os.close(devnull)
+
 
 class _Group(click.Group):
     """Turns errors into one line: the user's (exit 2), interrupts (130), our bugs (1)."""
@@ -28,7 +45,11 @@ class _Group(click.Group):
             status = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
             if not standalone_mode:
                 return status
+            sys.stdout.flush()
             sys.exit(status if isinstance(status, int) else 0)
+        except BrokenPipeError:
+            _closed_pipe()
+            sys.exit(CLOSED_PIPE_STATUS)
         except click.exceptions.Exit as exc:
             sys.exit(exc.exit_code)
         except click.ClickException as exc:  # usage errors: one line, with the valid choices
@@ -56,6 +77,11 @@ class _Group(click.Group):
         except KeyboardInterrupt:
             click.secho("tracecli: interrupted", fg="red", err=True)
             ctx.exit(130)
+        except BrokenPipeError:
+            if debug():
+                raise
+            _closed_pipe()
+            ctx.exit(CLOSED_PIPE_STATUS)
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
         except Exception as exc:  # noqa: BLE001 - a bug: one line, traceback with --debug

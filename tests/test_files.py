@@ -164,3 +164,43 @@ def test_a_long_line_is_found_wherever_it_lies_in_a_chunk():
     assert read(big, 2_000_000) == big
     with pytest.raises(TraceFormatError, match="a line of more than"):
         read(big, 1_999_999)
+
+
+HUGE = "1" + "0" * 400  # an integer of 401 digits: JSON allows it; float() overflows
+
+
+@pytest.mark.parametrize("name,text,args,where", [
+    ("cal.json", '{"format": "tracecli-calibration", "alpha_us": %s, "bandwidth_gbps": 1}' % HUGE,
+     ["plan-buckets", VGG, "--calibration", "{path}"], "alpha_us"),
+    ("cal.json", '{"format": "tracecli-calibration", "alpha_us": 1, "bandwidth_gbps": 1, '
+     '"points": [{"bytes": 4096, "mean_ms": %s}]}' % HUGE,
+     ["plan-buckets", VGG, "--calibration", "{path}"], "point 0"),
+    ("times.json", '{"forward_ms": %s}' % HUGE, ["plan-buckets", VGG, "--op-times", "{path}"],
+     "forward_ms"),
+])
+def test_huge_integers_are_range_checked_before_they_become_floats(tmp_path, name, text, args,
+                                                                   where):
+    path = tmp_path / name
+    path.write_text(text)
+    result = run(*[str(path) if a == "{path}" else a for a in args])
+    assert_error(result, str(path), where)
+
+
+def test_huge_integers_in_a_plan_file(tmp_path):
+    plan = tmp_path / "plan.json"
+    assert run("plan-buckets", VGG, "--out", plan).exit_code == 0
+    doc = json.loads(plan.read_text())
+    text = json.dumps(doc).replace('"forward_ms": ', f'"forward_ms": {HUGE}, "x": ', 1)
+    plan.write_text(text)
+    assert_error(run("replay", "--plan", plan, "--dry-run"), str(plan), "forward_ms")
+
+
+def test_huge_integer_in_a_profiler_trace(tmp_path):
+    from conftest import FIXTURES
+
+    text = (FIXTURES / "kineto_step.json").read_text()
+    at = text.index('"ts": ', text.index('"ph": "X"')) + len('"ts": ')
+    end = min(text.index(",", at), text.index("}", at))
+    path = tmp_path / "trace.json"
+    path.write_text(text[:at] + HUGE + text[end:])
+    assert_error(run("inspect", path), str(path), "integer that large")

@@ -8,6 +8,7 @@ keys hiding a value, no integers of more than 4,300 digits.
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -15,9 +16,26 @@ from typing import Any
 from .errors import TraceCliError
 from .inputfile import open_input
 
-__all__ = ["read_json", "strict_decoder", "StrictJSONError", "MAX_JSON_BYTES"]
+__all__ = ["read_json", "strict_decoder", "StrictJSONError", "MAX_JSON_BYTES", "finite_number",
+           "FLOAT_INT_LIMIT"]
 
 MAX_JSON_BYTES = 256 << 20
+FLOAT_INT_LIMIT = 1 << 1023  # integers beyond this do not become a finite float
+
+
+def finite_number(value: Any) -> bool:
+    """A JSON number (not a boolean) that is a finite float: an integer is range-checked
+    before it is ever converted (a 400-digit integer would overflow).
+
+    >>> finite_number(1.5), finite_number(10 ** 400), finite_number(True), finite_number("1")
+    (True, False, False, False)
+    """
+    kind = type(value)
+    if kind is float:
+        return math.isfinite(value)
+    if kind is int:
+        return -FLOAT_INT_LIMIT <= value <= FLOAT_INT_LIMIT
+    return False
 
 
 def read_json(path: str | Path, error: type[TraceCliError], what: str) -> Any:

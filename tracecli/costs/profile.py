@@ -10,13 +10,12 @@ are read too. Every value is checked where it is read.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ..errors import CalibrationError
-from ..jsonfile import read_json
+from ..jsonfile import finite_number, read_json
 from .fit import RingFit, fit_ring, monotone
 
 __all__ = ["CALIBRATION_FORMAT", "ProfilePoint", "CalibrationProfile", "read_profile",
@@ -101,15 +100,6 @@ class CalibrationProfile:
                 "points": [p.to_json() for p in self.points]}
 
 
-def _number(value: Any) -> bool:
-    """A JSON number that is finite as a float (a 400-digit integer is not)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    if isinstance(value, int) and abs(value) > 1 << 1000:
-        return False
-    return math.isfinite(value)
-
-
 def read_profile(path: str | Path) -> CalibrationProfile:
     """Read and check a calibration profile (see the module's docstring)."""
     path = str(path)
@@ -121,7 +111,7 @@ def read_profile(path: str | Path) -> CalibrationProfile:
     for key, low, high in (("alpha_us", 0.0, MAX_ALPHA_US), ("bandwidth_gbps", MIN_BANDWIDTH_GBPS,
                                                           MAX_BANDWIDTH_GBPS)):
         value = doc.get(key)
-        if not _number(value) or not low <= value <= high:
+        if not finite_number(value) or not low <= value <= high:
             raise CalibrationError(path, 1, f"{key} must be a number from {low:g} to {high:g}, "
                                    f"not {str(value)[:40]}")
         values[key] = float(value)
@@ -136,7 +126,7 @@ def read_profile(path: str | Path) -> CalibrationProfile:
     r2 = fit.get("r2")
     return CalibrationProfile(str(doc.get("backend", "?"))[:40], str(doc.get("device", "?"))[:80],
                               gpus, algorithm, values["alpha_us"], values["bandwidth_gbps"],
-                              float(r2) if _number(r2) else None, None, None,
+                              float(r2) if finite_number(r2) else None, None, None,
                               _points(path, doc.get("points", [])))
 
 
@@ -159,7 +149,7 @@ def _points(path: str, raw) -> tuple[ProfilePoint, ...]:
 
 
 def _ms(path: str, k: int, ms: Any) -> float:
-    if not _number(ms) or not MIN_POINT_MS <= ms <= MAX_POINT_MS:
+    if not finite_number(ms) or not MIN_POINT_MS <= ms <= MAX_POINT_MS:
         raise CalibrationError(path, 1, f"point {k}: its time must be a number of ms from "
                                f"{MIN_POINT_MS:g} to 1e7")
     return float(ms)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Callable, NamedTuple, Optional
 
 from ..errors import TraceFormatError, excerpt
+from ..jsonfile import finite_number
 from ._jsonstream import iter_trace
 
 __all__ = ["Event", "Flow", "KinetoEvents", "read_events", "torch_dtype", "COMM_ARGS"]
@@ -87,6 +88,9 @@ class KinetoEvents:
 def _number(value, path: str, line: int, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TraceFormatError(path, line, f"{what} must be a number, not {excerpt(repr(value))}")
+    if type(value) is int and not finite_number(value):
+        raise TraceFormatError(path, line, f"{what} must be a finite, non-negative number of "
+                               "microseconds, not an integer that large")
     value = float(value)
     if not math.isfinite(value) or value < 0:
         raise TraceFormatError(path, line, f"{what} must be a finite, non-negative number of "

@@ -9,12 +9,11 @@ against a trace.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import NamedTuple, Optional
 
 from ..errors import CalibrationError
-from ..jsonfile import read_json
+from ..jsonfile import finite_number, read_json
 
 __all__ = ["OpTimes", "load_op_times", "MAX_OP_MS"]
 
@@ -49,8 +48,7 @@ def load_op_times(path: str | Path) -> OpTimes:
                                '{"op12": 0.8, "/predictor/fc6": 2.5, "forward_ms": 40}')
 
     def ms(value, what) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                or not 0 <= value <= MAX_OP_MS:
+        if not finite_number(value) or not 0 <= value <= MAX_OP_MS:
             raise CalibrationError(path, 1, f"{what} must be a number of ms from 0 to {MAX_OP_MS:g}")
         return float(value)
 

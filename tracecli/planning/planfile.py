@@ -11,12 +11,11 @@ finite and within a step of at most ~2.8 hours, every gradient in exactly one bu
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..errors import PlanError, excerpt
-from ..jsonfile import read_json
+from ..jsonfile import finite_number, read_json
 from ..model import DTYPE_BYTES, CollectiveKind
 from .base import FixedPlan, Grad, PlanInput
 
@@ -109,8 +108,7 @@ def load_plan_file(path: str | Path) -> PlanFile:
                          "plan-buckets --out PLAN.json")
 
     def ms(value, what: str) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or \
-                not math.isfinite(value) or not 0 <= value <= MAX_PLAN_MS:
+        if not finite_number(value) or not 0 <= value <= MAX_PLAN_MS:
             raise bad(f"{what} must be a number of ms from 0 to {MAX_PLAN_MS:g}")
         return float(value)
 

@@ -1,0 +1,111 @@
+"""The graph values NCCL's topology search would pick: channels and per-channel bandwidth.
+
+NCCL's time model reads, per algorithm, only ``nChannels``, ``bwIntra``, ``bwInter`` (GB/s a
+channel), whether the intra-node links are NVLink, whether LL128 is allowed and the plugin's
+network latency (src/graph/tuning.cc:243-438). Those come from the search in
+src/graph/search.cc, which tries per-channel speeds from a list, highest first
+(v2.30.7-1 search.cc:1051-1067: sm<90 intra {40, 30, 20, 18, 15, 12, 10, 9, 7, 6, 5, 4, 3},
+inter {48, 30, 28, 24, 20, 18, 15, 12, 10, 9, 7, 6, 5, 4, 3, 2.4, 1.2, 0.24, 0.12}; sm90 intra
+{60, 50, 40, 30, 24, 20, 15, 12, 11, 6, 3}, inter {48, 45, 42, 40, 30, 24, 22, 20, 17.5, 15,
+12, 6, 3, 2.4, 1.2, 0.24, 0.12}; sm100 intra {90, 80, 70, 60, 50, 45, 40, 30, 24, 20, 19, 18},
+inter {96, 86, 80, 48, 45.1, 42, 40, 30, 24, 22, 20, 17.5, 15, 12, 6, 3, 2.4, 1.2, 0.24, 0.12}),
+and doubles channels at half the speed when the speed is 25 GB/s or more
+(``ncclTopoDupChannels``, search.cc:1036-1049). Link bandwidths: NVLink per lane
+(src/graph/topo.h:19-24: sm80 20.0, sm90 20.6, sm100 40.1 GB/s), PCIe ``width·speed/80``
+(topo.cc:545-556), a NIC ``Mb/s / 8000`` (topo.cc:416-418).
+
+:func:`search_graphs` is an ESTIMATE of that search, not the search: it gives each GPU's
+bandwidth to the fastest speed the list allows for as many channels as fit (at most 16 before
+doubling), and the network its NIC bandwidth per node shared by the node's channels. It does
+not see PCIe switches, NUMA, rails or NIC placement, so a real machine can differ: take the
+graph from a real log (:mod:`.nccllog`, ``Pattern ... nChannels ... bw ...``) where you have one.
+NVLS is left out of the estimate (its channel count is decided apart, in src/transport/nvls.cc).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .tuning import AlgoGraph
+
+__all__ = ["GPUS", "Gpu", "search_graphs", "SPEEDS_INTRA", "SPEEDS_INTER"]
+
+SPEEDS_INTRA = {80: (40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0),
+                90: (60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0),
+                100: (90.0, 80.0, 70.0, 60.0, 50.0, 45.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0)}
+SPEEDS_INTER = {80: (48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0,
+                     4.0, 3.0, 2.4, 1.2, 0.24, 0.12),
+                90: (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0,
+                     2.4, 1.2, 0.24, 0.12),
+                100: (96.0, 86.0, 80.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5,
+                      15.0, 12.0, 6.0, 3.0, 2.4, 1.2, 0.24, 0.12)}
+MAX_SEARCH_CHANNELS = 16
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """A GPU as NCCL sees it: compute capability, NVLink lanes and GB/s per lane (topo.h)."""
+
+    name: str
+    compcap: int
+    nvlink_lanes: int
+    nvlink_lane_gbps: float
+    pcie_gbps: float  # PCIe x16 as NCCL computes it: gen4 24, gen5 48 GB/s (topo.cc:545-556)
+
+    @property
+    def nvlink_gbps(self) -> float:
+        return self.nvlink_lanes * self.nvlink_lane_gbps
+
+
+# Lanes: V100 SXM2 6 (NVLink 2), A100 SXM 12 (NVLink 3), H100/H200 SXM 18 (NVLink 4),
+# B200 18 (NVLink 5): NVIDIA's product pages; per-lane figures: topo.h:20-24.
+GPUS = {g.name: g for g in (
+    Gpu("v100", 70, 6, 20.0, 12.0), Gpu("a100", 80, 12, 20.0, 24.0),
+    Gpu("h100", 90, 18, 20.6, 48.0), Gpu("h200", 90, 18, 20.6, 48.0),
+    Gpu("b200", 100, 18, 40.1, 48.0),
+)}
+
+
+def _speeds(compcap: int, table: dict) -> tuple[float, ...]:
+    return table[100] if compcap >= 100 else table[90] if compcap >= 90 else table[80]
+
+
+def _fit(total: float, speeds: tuple[float, ...], channels: int) -> float:
+    """The highest speed of ``speeds`` at which ``channels`` channels fit in ``total``."""
+    for s in speeds:
+        if s * channels <= total + 1e-9:
+            return s
+    return speeds[-1]
+
+
+def search_graphs(gpu: Gpu, gpus_per_node: int, nodes: int, nvswitch: bool,
+                  nic_gbps: float, nics: int) -> tuple[AlgoGraph, AlgoGraph]:
+    """``(ring, tree)`` graphs estimated from the search rules (see the module docstring).
+
+    >>> ring, tree = search_graphs(GPUS["a100"], 8, 1, True, 1600, 8)
+    >>> ring.n_channels, ring.bw_intra, ring.n_channels * ring.bw_intra
+    (12, 20.0, 240.0)
+    """
+    intra_total = gpu.nvlink_gbps if nvswitch else gpu.pcie_gbps
+    intra_speeds = _speeds(gpu.compcap, SPEEDS_INTRA)
+    if gpus_per_node == 1:
+        intra_total = math.inf
+    best = (0.0, 0, 0.0)
+    for channels in range(1, MAX_SEARCH_CHANNELS + 1):
+        s = _fit(intra_total, intra_speeds, channels)
+        if s * channels > best[0] + 1e-9:
+            best = (s * channels, channels, s)
+    _, channels, s_intra = best
+    s_inter = s_intra
+    if nodes > 1:  # one channel per NIC, at the speed both a NIC and the GPU's links carry
+        inter_speeds = _speeds(gpu.compcap, SPEEDS_INTER)
+        channels = min(max(nics, 1), MAX_SEARCH_CHANNELS)
+        per_nic = nic_gbps / 8.0 / max(nics, 1)  # Gb/s summed over the NICs -> GB/s a NIC
+        s_inter = min(_fit(per_nic, inter_speeds, 1), _fit(intra_total, inter_speeds, channels))
+        s_intra = s_inter
+    if s_intra >= 25.0 and not (gpu.compcap > 80 and s_intra < 50.0 and channels > 4):
+        channels, s_intra, s_inter = 2 * channels, s_intra / 2, s_inter / 2  # ncclTopoDupChannels
+    ll128 = nvswitch or gpus_per_node == 1
+    ring = AlgoGraph(channels, s_intra, s_inter, nvlink=nvswitch, ll128=ll128)
+    return ring, ring

@@ -1,0 +1,160 @@
+"""``NcclModel``: the cost-model protocol (:class:`~tracecli.costs.model.CostModel`) answered by
+NCCL's own model: per size, the argmin over NCCL's enabled (algorithm, protocol) pairs of
+``latency + bytes / bandwidth`` (:mod:`.tuning`), for the graph of a topology (:mod:`.graph`),
+a platform (:mod:`.platforms`) or a log (:mod:`.nccllog`).
+
+``time_ms(kind, n)``: NCCL's predicted time of one collective of a bucket of ``n`` bytes, where
+the bytes NCCL charges are ``n`` for all-reduce and broadcast, the gathered buffer
+``ranks · n`` for all-gather (``n`` is each rank's share, as in planning) and ``n`` for
+reduce-scatter (``n`` is the whole input). NCCL's model has no kernel-launch floor: the times
+of small sizes are its latency terms only, well below what nccl-tests measures.
+
+``linear(kind)``: NCCL's curve is piecewise (a protocol and algorithm switch per size), so no
+line is exact. The line returned is the SECANT of the curve between :data:`LINE_FROM` and
+:data:`LINE_TO` bytes (1 MiB and 256 MiB, the range where gradient buckets are sized): exact at
+both ends, above the curve between them wherever the curve is concave there. Each call
+is cached per kind; ``time_ms`` is cached per (kind, bytes).
+
+>>> m = NcclModel.for_topology("h100", 1, 8, nvswitch=True, nic_gbps=0, nics=0, version="2.30.7")
+>>> m.choice(CollectiveKind.ALL_REDUCE, 1 << 30)[:2]
+('Ring', 'Simple')
+>>> m.choice(CollectiveKind.ALL_REDUCE, 1024)[:2]
+('Ring', 'LL')
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from typing import Any, Optional
+
+from ...errors import PlanError
+from ...model import CollectiveKind
+from ..model import Linear
+from ..topology import Topology
+from .graph import GPUS, search_graphs
+from .platforms import PLATFORMS
+from .tuning import ALGOS, PROTOS, AlgoGraph, Comm, best, tune
+from .versions import DEFAULT_VERSION, constants_for
+
+__all__ = ["NcclModel", "LINE_FROM", "LINE_TO", "FUNC_OF"]
+
+LINE_FROM, LINE_TO = 1 << 20, 256 << 20
+FUNC_OF = {CollectiveKind.ALL_REDUCE: "AllReduce", CollectiveKind.ALL_GATHER: "AllGather",
+           CollectiveKind.REDUCE_SCATTER: "ReduceScatter", CollectiveKind.BROADCAST: "Broadcast"}
+
+
+@dataclass(frozen=True)
+class NcclModel:
+    """NCCL ``version``'s model on ``topology`` with the ring and tree ``graphs``."""
+
+    topology: Topology
+    compcap: int
+    ring: AlgoGraph
+    tree: AlgoGraph
+    version: str = DEFAULT_VERSION
+    cpu: str = "intel"
+    name: str = "nccl"
+    source: str = ""
+    graph_source: str = "estimated from NCCL's search rules"
+    tree_pattern_tree: bool = False
+    _cache: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def for_topology(cls, gpu: str, nodes: int, gpus_per_node: int, nvswitch: bool,
+                     nic_gbps: float, nics: int, version: str = DEFAULT_VERSION) -> "NcclModel":
+        """The model of a topology, its graph estimated (:func:`~.graph.search_graphs`)."""
+        if gpu not in GPUS:
+            raise PlanError(None, None, f"unknown GPU {gpu!r}; use one of " + ", ".join(GPUS))
+        try:
+            topo = Topology(nodes, gpus_per_node)
+            constants_for(version)
+        except ValueError as e:
+            raise PlanError(None, None, str(e)) from None
+        if nodes > 1 and (nics < 1 or not nic_gbps > 0):
+            raise PlanError(None, None, f"{nodes} nodes need a network: pass --nic-gbps (Gb/s per "
+                            "node, summed over its NICs) and at least one NIC")
+        ring, tree = search_graphs(GPUS[gpu], gpus_per_node, nodes, nvswitch, nic_gbps, nics)
+        return cls(topo, GPUS[gpu].compcap, ring, tree, version,
+                   source=f"NCCL {version} model, {nodes} x {gpus_per_node} {gpu}")
+
+    @classmethod
+    def for_platform(cls, platform: str, nodes: int, version: str = DEFAULT_VERSION) -> "NcclModel":
+        if platform not in PLATFORMS:
+            raise PlanError(None, None, f"unknown platform {platform!r}; use one of " + ", ".join(PLATFORMS))
+        p = PLATFORMS[platform]
+        m = cls.for_topology(p.gpu, nodes, p.gpus_per_node, p.nvswitch, p.nic_gbps, p.nics, version)
+        return replace(m, name=f"nccl:{platform}", source=f"{m.source}; {p.source}")
+
+    # --- the protocol -------------------------------------------------------------------
+    @property
+    def gpus(self) -> int:
+        return self.topology.ranks
+
+    def _table(self):
+        if "table" not in self._cache:
+            t = self.topology
+            comm = Comm(t.ranks, t.nodes, self.compcap, self.ring, self.tree, cpu=self.cpu,
+                        tree_pattern_tree=self.tree_pattern_tree)
+            self._cache["table"] = tune(comm, constants_for(self.version))
+        return self._cache["table"]
+
+    def _func(self, kind: CollectiveKind) -> str:
+        try:
+            return FUNC_OF[kind]
+        except KeyError:
+            raise PlanError(None, None, f"NCCL's model has no {getattr(kind, 'value', kind)}; "
+                            "known: " + ", ".join(k.value for k in FUNC_OF)) from None
+
+    def charged_bytes(self, kind: CollectiveKind, nbytes: float) -> int:
+        """The bytes NCCL's model charges for a bucket of ``nbytes`` (enqueue.h:39-41)."""
+        n = max(int(nbytes), 0)
+        return n * self.gpus if kind is CollectiveKind.ALL_GATHER else n
+
+    def choice(self, kind: CollectiveKind, nbytes: float) -> tuple[str, str, float]:
+        """``(algorithm, protocol, µs)`` NCCL's argmin picks for a bucket of ``nbytes``."""
+        key = (kind, int(nbytes))
+        hit = self._cache.get(key)
+        if hit is None:
+            if self.gpus <= 1:
+                hit = ("none", "none", 0.0)
+            else:
+                us, a, p = best(self._table(), self._func(kind), self.charged_bytes(kind, nbytes))
+                hit = (ALGOS[a], PROTOS[p], us)
+            if len(self._cache) < 100_000:
+                self._cache[key] = hit
+        return hit
+
+    def time_ms(self, kind: CollectiveKind, nbytes: float, queued: bool = False) -> float:
+        return self.choice(kind, nbytes)[2] / 1000.0
+
+    def linear(self, kind: CollectiveKind) -> Linear:
+        key = ("linear", kind)
+        if key not in self._cache:
+            t0, t1 = self.time_ms(kind, LINE_FROM), self.time_ms(kind, LINE_TO)
+            slope = (t1 - t0) / (LINE_TO - LINE_FROM)
+            self._cache[key] = Linear(max(t0 - slope * LINE_FROM, 0.0), slope)
+        return self._cache[key]
+
+    def basis(self, kind: CollectiveKind, nbytes: float) -> Optional[str]:
+        return None
+
+    def on(self, gpus: int) -> "NcclModel":
+        """The same node shape on ``gpus`` ranks (whole nodes; fewer than a node: one node)."""
+        g = self.topology.gpus_per_node
+        topo = Topology(1, gpus) if gpus < g else Topology(max(1, gpus // g), g)
+        if gpus >= g and gpus % g:
+            raise PlanError(None, None, f"{gpus} GPUs do not fill nodes of {g}; pass a multiple of {g}")
+        return replace(self, topology=topo, _cache={})
+
+    def describe(self) -> dict[str, Any]:
+        sizes = [1 << k for k in range(3, 35, 2)]
+        return {"name": self.name, "model": "nccl", "nccl_version": self.version,
+                "constants": constants_for(self.version).tag, "gpus": self.gpus,
+                "nodes": self.topology.nodes, "gpus_per_node": self.topology.gpus_per_node,
+                "graph": {"ring": self.ring.__dict__, "tree": self.tree.__dict__,
+                          "source": self.graph_source},
+                "linear": f"secant of NCCL's curve between {LINE_FROM} and {LINE_TO} bytes",
+                "algorithm": {k.value: [[n, *self.choice(k, n)[:2]] for n in sizes]
+                              for k in FUNC_OF},
+                "source": self.source}

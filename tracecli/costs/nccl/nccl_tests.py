@@ -1,0 +1,155 @@
+"""Reader of nccl-tests output (``all_reduce_perf``, ``all_gather_perf``, ``reduce_scatter_perf``,
+``broadcast_perf``): per size, the out-of-place time, algbw and busbw NVIDIA/nccl-tests prints
+(src/common.cu: the ``#       size         count      type   redop    root     time   algbw
+busbw #wrong ...`` header and one row per size; older releases print ``error`` in place of
+``#wrong``). MPI prefixes (``[0] ``, ``...<stdout>:``) and interleaved ``NCCL INFO`` lines are
+skipped.
+
+Refused, each as :class:`~tracecli.errors.CalibrationError` at its ``path:line``: a file with
+no nccl-tests header (not nccl-tests output), a row that is cut or has a unit in a number (mixed
+units), a row with ``#wrong`` above 0 (the run computed wrong results), only in-place columns
+(tracecli reads the out-of-place time), a test of another collective than the one asked for,
+and output that stops before nccl-tests' closing ``# Avg bus bandwidth`` line (truncated).
+Every number is checked for type, finiteness and range where it is read.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+from ...errors import CalibrationError, excerpt
+
+__all__ = ["NcclTestsRow", "NcclTests", "parse_nccl_tests", "read_nccl_tests", "BINARIES"]
+
+BINARIES = {"allreduce": "all_reduce_perf", "allgather": "all_gather_perf",
+            "reducescatter": "reduce_scatter_perf", "broadcast": "broadcast_perf"}
+MAX_BYTES = 1 << 50
+MAX_US = 1e10
+_PREFIX = re.compile(r"^(?:\[\d+\]\s?|.*<stdout>:)")
+_STARTING = re.compile(r"#\s*Collective test starting:\s*(\w+)")
+_RANK = re.compile(r"^#\s+Rank\s+\d+\s+Group")
+
+
+@dataclass(frozen=True)
+class NcclTestsRow:
+    bytes: int
+    count: int
+    dtype: str
+    time_us: float  # out-of-place
+    algbw_gbps: float
+    busbw_gbps: float
+    inplace_time_us: Optional[float]
+    line: int
+
+
+@dataclass(frozen=True)
+class NcclTests:
+    path: str
+    binary: Optional[str]  # from "# Collective test starting:", when printed
+    ranks: Optional[int]   # "#  Rank N Group ..." lines, when printed
+    rows: tuple[NcclTestsRow, ...]
+
+    def time_us(self, nbytes: int) -> Optional[float]:
+        return next((r.time_us for r in self.rows if r.bytes == nbytes), None)
+
+
+def _num(path: str, no: int, text: str, what: str, lo: float, hi: float) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        unit = re.match(r"^[-+.\d]+([A-Za-z/]+)$", text)
+        hint = (f"mixed units: {what} carries a unit ({unit.group(1)}); nccl-tests prints bare "
+                "numbers (bytes, us, GB/s) - pass its output unchanged") if unit else \
+            f"{what} {excerpt(text)} is not a number; pass nccl-tests' output unchanged"
+        raise CalibrationError(path, no, hint) from None
+    if not math.isfinite(value) or not lo <= value <= hi:
+        raise CalibrationError(path, no, f"{what} {text} is out of range [{lo:g}, {hi:g}]")
+    return value
+
+
+def parse_nccl_tests(text: str, path: str = "<nccl-tests>", collective: Optional[str] = None) -> NcclTests:
+    """Rows of nccl-tests output; ``collective`` (``allreduce`` ...): the test it must be."""
+    binary, ranks, header, groups, closed = None, 0, None, 0, False
+    rows: list[NcclTestsRow] = []
+    first = 0
+    for no, raw in enumerate(text.splitlines(), 1):
+        line = _PREFIX.sub("", raw).strip()
+        if not line or "NCCL INFO" in line or "NCCL WARN" in line:
+            continue
+        first = first or no
+        if m := _STARTING.search(line):
+            binary = m.group(1)
+            continue
+        if _RANK.match(line):
+            ranks += 1
+            continue
+        if line.startswith("#"):
+            words = line.lstrip("#").split()
+            if words[:2] == ["size", "count"] and "time" in words:
+                header = no
+                groups = words.count("time")
+            elif "out-of-place" not in line and "in-place" in line and header is None:
+                groups = -1  # an in-place-only label above the header
+            elif line.startswith("# Avg bus bandwidth"):
+                closed = True
+            continue
+        if header is None:
+            raise CalibrationError(path, no, "not nccl-tests output (no '#  size  count  type ... "
+                                   "time  algbw  busbw' header before this line); pass the "
+                                   "stdout of all_reduce_perf or a sibling test")
+        if groups == -1 or groups < 2:
+            raise CalibrationError(path, header, "only one (in-place) group of columns; tracecli "
+                                   "reads the out-of-place time: run nccl-tests with its default "
+                                   "out-of-place and in-place columns")
+        cols = line.split()
+        if len(cols) < 13:
+            raise CalibrationError(path, no, f"row has {len(cols)} columns, not 13: the output is "
+                                   "cut; pass the whole output")
+        _check_wrong(path, no, cols[8])
+        _check_wrong(path, no, cols[12])
+        rows.append(NcclTestsRow(
+            int(_num(path, no, cols[0], "size", 0, MAX_BYTES)),
+            int(_num(path, no, cols[1], "count", 0, MAX_BYTES)), cols[2],
+            _num(path, no, cols[5], "time", 0.0, MAX_US),
+            _num(path, no, cols[6], "algbw", 0.0, 1e6), _num(path, no, cols[7], "busbw", 0.0, 1e6),
+            _num(path, no, cols[9], "in-place time", 0.0, MAX_US), no))
+    if header is None:
+        raise CalibrationError(path, first or None, "not nccl-tests output: no '#  size  count  "
+                               "type ... time  algbw  busbw' header; pass the stdout of all_reduce_perf")
+    if not rows:
+        raise CalibrationError(path, header, "no result rows after the header; the run was cut short")
+    if not closed:
+        raise CalibrationError(path, rows[-1].line, "output stops before nccl-tests' closing "
+                               "'# Avg bus bandwidth' line: truncated; pass the whole output")
+    if collective is not None and binary is not None:
+        want = BINARIES.get(collective, collective)
+        if not binary.startswith(want):
+            raise CalibrationError(path, None, f"this is {binary} output, not {want}; pass the "
+                                   f"output of {want}")
+    sizes = [r.bytes for r in rows]
+    if sizes != sorted(sizes):
+        bad = next(r for a, r in zip(rows, rows[1:]) if r.bytes < a.bytes)
+        raise CalibrationError(path, bad.line, "sizes go down here: two runs pasted together; "
+                               "pass one run's output")
+    return NcclTests(path, binary, ranks or None, tuple(rows))
+
+
+def _check_wrong(path: str, no: int, text: str) -> None:
+    if text in ("N/A", "0"):
+        return
+    value = _num(path, no, text, "#wrong", 0.0, 1e30)
+    if value > 0 and float(text).is_integer() and "e" not in text.lower() and "." not in text:
+        raise CalibrationError(path, no, f"#wrong is {text}: this run computed wrong results; "
+                               "fix the cluster (or nccl-tests' -c check) before using its times")
+
+
+def read_nccl_tests(path: str, collective: Optional[str] = None) -> NcclTests:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            text = fh.read()
+    except OSError as e:
+        raise CalibrationError(str(path), None, f"cannot read nccl-tests output: {e.strerror}") from None
+    return parse_nccl_tests(text, str(path), collective)

@@ -1,0 +1,42 @@
+"""Named platforms: GPU, GPUs per node, fabric inside a node, NICs and their bandwidth per node.
+
+Figures are vendor specifications (not measurements), as each ``source`` says; the graph NCCL
+picks on them is estimated by :func:`~.graph.search_graphs` unless a log gives it.
+
+>>> PLATFORMS["dgx-h100"].nic_gbps, PLATFORMS["aws-p4d"].nic_gbps
+(3200.0, 400.0)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Platform", "PLATFORMS"]
+
+
+@dataclass(frozen=True)
+class Platform:
+    name: str
+    gpu: str
+    gpus_per_node: int
+    nvswitch: bool
+    nics: int
+    nic_gbps: float  # summed over the node's NICs, Gb/s
+    source: str
+
+
+PLATFORMS = {p.name: p for p in (
+    Platform("dgx-a100", "a100", 8, True, 8, 1600.0,
+             "NVIDIA DGX A100 datasheet: 8x A100 SXM4, 6 NVSwitches, 8x ConnectX-6 HDR 200 Gb/s "
+             "for compute"),
+    Platform("dgx-h100", "h100", 8, True, 8, 3200.0,
+             "NVIDIA DGX H100 datasheet: 8x H100 SXM5, 4 NVSwitches, 8x ConnectX-7 400 Gb/s "
+             "(OSFP) for compute"),
+    Platform("hgx-h200", "h200", 8, True, 8, 3200.0,
+             "NVIDIA HGX H200 reference: 8x H200 SXM5 on NVLink 4 / NVSwitch; 8x 400 Gb/s NICs "
+             "assumed (one per GPU, as on DGX H100)"),
+    Platform("aws-p4d", "a100", 8, True, 4, 400.0,
+             "AWS p4d.24xlarge: 8x A100 40GB on NVSwitch, 400 Gbps EFA (4x 100 Gbps)"),
+    Platform("aws-p5", "h100", 8, True, 32, 3200.0,
+             "AWS p5.48xlarge: 8x H100 80GB on NVSwitch, 3200 Gbps EFA (32x 100 Gbps)"),
+)}

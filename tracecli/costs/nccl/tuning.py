@@ -1,0 +1,296 @@
+"""NCCL's latency/bandwidth table per (collective, algorithm, protocol) and its argmin.
+
+A transcription of ``ncclTopoTuneModel`` (NVIDIA/nccl v2.30.7-1 ``src/graph/tuning.cc:243-438``:
+per-channel bandwidth and its refinements 288-383, latencies 384-435, algorithm/protocol
+enabling 440-541), ``ncclTopoGetAlgoTime`` (tuning.cc:629-655: tree correction, ring plateau,
+``time = lat + bytes / (1000 · bw)``) and the argmin of ``topoGetAlgoInfo`` (src/enqueue.cc:2028-2048;
+which algorithms take part: ``updateCollCostTable``, enqueue.cc:1989-2026). The v2.23-v2.27 NVLS
+bandwidth (``min(bwIntra, bwInter)``, algorithm bandwidth 5/6 of the bus) is v2.27.7-1
+tuning.cc's. Constants per release: :mod:`.versions`. NCCL stores these values as C ``float``;
+:func:`f32` rounds where it does, so the table prints as NCCL prints it (``%8.1f/%6.1f``).
+
+The bytes NCCL charges (``ncclFuncMaxSendRecvCount``, src/include/enqueue.h:39-41): the buffer
+for all-reduce and broadcast, the whole gathered buffer (``nRanks`` shares) for all-gather and
+reduce-scatter.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass, field
+from typing import Optional
+
+from .versions import ALGOS, PROTOS, Constants
+
+__all__ = ["FUNCS", "ALGOS", "PROTOS", "AlgoGraph", "Comm", "Table", "tune", "algo_time", "best", "f32"]
+
+FUNCS = ("Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce")
+TREE, RING, CN_DIRECT, CN_CHAIN, NVLS, NVLS_TREE, PAT = range(7)
+LL, LL128, SIMPLE = range(3)
+NVLINK, PCI, NET = range(3)
+
+
+def f32(x: float) -> float:
+    """``x`` as a C float holds it.
+
+    >>> f32(0.1) == 0.1, round(f32(0.1), 8)
+    (False, 0.1)
+    """
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
+@dataclass(frozen=True)
+class AlgoGraph:
+    """What NCCL's topology search found for one algorithm (``struct ncclTopoGraph``):
+    channels, per-channel bandwidth inside a node and across nodes (GB/s), whether the
+    intra-node links are NVLink (``typeIntra == LINK_NVL``), whether LL128 is allowed on its
+    paths (tuning.cc:514-536), the network latency a plugin reports (µs), ``sameChannels``."""
+
+    n_channels: int
+    bw_intra: float
+    bw_inter: float
+    nvlink: bool = True
+    ll128: bool = True
+    latency_inter: float = 0.0
+    same_channels: bool = True
+
+
+NO_GRAPH = AlgoGraph(0, 0.0, 0.0)
+
+
+@dataclass(frozen=True)
+class Comm:
+    """The communicator: ranks, nodes, the smallest compute capability (80 = A100), the CPU
+    vendor (``intel``, ``amd``, ``other``), whether the tree graph has pattern TREE
+    (``maxTreePattern``), NVLS and CollNet support, ``comm->nChannels`` (the ring-plateau test),
+    and the graphs of each algorithm (``tree``, ``ring``, ``nvls``, ``collnet_direct``, ``collnet_chain``)."""
+
+    n_ranks: int
+    n_nodes: int
+    compcap: int
+    ring: AlgoGraph
+    tree: AlgoGraph
+    nvls: AlgoGraph = NO_GRAPH
+    collnet_direct: AlgoGraph = NO_GRAPH
+    collnet_chain: AlgoGraph = NO_GRAPH
+    cpu: str = "intel"
+    tree_pattern_tree: bool = False
+    nvls_support: bool = False
+    collnet: bool = False
+    comm_channels: int = 0  # 0: twice the ring graph's channels (connect.cc channel doubling)
+    pat: Optional[bool] = None  # None: NCCL's default (1 GPU per node, sm60+)
+
+    def graph(self, a: int) -> AlgoGraph:
+        return (self.tree, self.ring, self.collnet_direct, self.collnet_chain, self.nvls,
+                self.nvls, self.tree)[a]
+
+    @property
+    def channels(self) -> int:
+        return self.comm_channels or 2 * self.ring.n_channels
+
+
+@dataclass
+class Table:
+    """``lat[f][a][p]`` (µs) and ``bw[f][a][p]`` (GB/s of algorithm bandwidth), as NCCL prints."""
+
+    comm: Comm
+    consts: Constants
+    lat: list = field(default_factory=list)
+    bw: list = field(default_factory=list)
+
+    def row(self, func: str) -> list[tuple[str, str, float, float]]:
+        f = FUNCS.index(func)
+        return [(ALGOS[a], PROTOS[p], self.lat[f][a][p], self.bw[f][a][p])
+                for a in range(len(ALGOS)) for p in range(3)]
+
+
+def _log2i(n: int) -> int:
+    return n.bit_length() - 1 if n > 0 else -1
+
+
+def tune(comm: Comm, k: Constants) -> Table:
+    """NCCL's table for ``comm`` with the constants ``k`` (tuning.cc:243-541)."""
+    nn, nr = comm.n_nodes, comm.n_ranks
+    # v2.23-v2.24 have no Blackwell row; versions.py copies Hopper's there, as NCCL then did.
+    cc = 3 if comm.compcap >= 100 else 2 if comm.compcap >= 90 else 1 if comm.compcap >= 80 else 0
+    i2 = nn - 1 if nn <= 2 else 2
+    i1 = cc if nn == 1 else (1 if comm.cpu in ("amd", "mixed") else 0)
+    ll_max, tree_max = k.ll_max[i1][i2], k.tree[cc][i2]
+    ring_ll128, tree_ll128, nvls_tree_max = k.ring_ll128[cc][i2], k.tree_ll128[cc][i2], k.nvls_tree[cc][i2]
+    ppn = f32(nr / nn)
+    intra_hw = [NVLINK if comm.graph(a).nvlink else PCI for a in range(7)]
+    hw = [intra_hw[a] if nn == 1 else NET for a in range(7)]
+    pat_on = comm.pat if comm.pat is not None else (nn == nr and comm.compcap >= 60)
+    overhead = 2.0 if comm.cpu == "amd" else 1.0
+    lat = [[[0.0] * 3 for _ in range(7)] for _ in FUNCS]
+    bws = [[[0.0] * 3 for _ in range(7)] for _ in FUNCS]
+    for f, func in enumerate(FUNCS):
+        ar, agrs = func == "AllReduce", func in ("AllGather", "ReduceScatter")
+        nsteps = 2 * (nr - 1) if ar else nr - 1 if agrs else nr
+        for a in range(7):
+            if func in ("Broadcast", "Reduce") and a != RING:
+                continue
+            if agrs and a not in (PAT, RING, NVLS, CN_DIRECT):
+                continue
+            if ar and a == PAT:
+                continue
+            g = comm.graph(a)
+            for p in range(3):
+                if a in (NVLS, NVLS_TREE) and p != SIMPLE:
+                    continue
+                if agrs and a == PAT and (p != SIMPLE or not pat_on):
+                    continue
+                collnet = a in (CN_DIRECT, CN_CHAIN)
+                bw = f32(g.bw_intra if nn <= 2 or collnet else g.bw_inter)
+                if a in (NVLS, NVLS_TREE):
+                    if g.n_channels < 2:
+                        continue
+                    bw = _nvls_bw(k, g, a, ar, ppn, nn, cc, nvls_tree_max)
+                bus = f32(g.n_channels * bw)
+                if a == RING and p == LL:
+                    bus = f32(min(ll_max, bus * .5))
+                if a == RING and p == LL128:
+                    bus = f32(min(bus * 0.92, g.n_channels * ring_ll128))
+                if a == TREE and ar:
+                    bus = f32(min(bus * .92, g.n_channels * tree_max))
+                if a == TREE and p == LL:
+                    bus = f32(min(bus * 1.0 / 3.8, ll_max))
+                if a == TREE and p == LL128:
+                    bus = f32(min(bus * (7.0 / 9.0 if nn == 1 else 120.0 / 128.0), g.n_channels * tree_ll128))
+                if a == TREE and comm.tree_pattern_tree:
+                    bus = f32(bus * .85)
+                if a == PAT:
+                    bus = f32(bus * .75)
+                if collnet and p != SIMPLE:
+                    bus = 0.0
+                if a == CN_DIRECT and p == SIMPLE:
+                    if agrs:
+                        bus = f32(ppn * min(g.bw_intra, f32(g.bw_inter * f32(0.9))))
+                    else:
+                        factor = ppn / (1.0 * max(g.n_channels, 1))
+                        factor -= (factor - 1) / 2
+                        bus = f32(bus / factor)
+                        if comm.compcap >= 90:
+                            bus = f32(bus * .85)
+                if a in (NVLS, CN_DIRECT) and p == SIMPLE and agrs and nn > 1 and not comm.collnet:
+                    bus = 0.0
+                if not (a != RING and agrs):
+                    if a == RING or (a in (NVLS, NVLS_TREE) and k.nvls_model == "2.28"):
+                        ratio = f32(1.0 * nr / nsteps)
+                    elif a in (NVLS, NVLS_TREE):
+                        ratio = f32(5.0 / 6.0)
+                    else:
+                        ratio = f32(.5)
+                    bus = f32(bus * ratio)
+                bws[f][a][p] = bus
+                lat[f][a][p] = _latency(k, comm, a, p, f, nsteps, intra_hw, hw, ppn, overhead)
+    _enable(comm, lat, bws, nn)
+    return Table(comm, k, lat, bws)
+
+
+def _nvls_bw(k: Constants, g: AlgoGraph, a: int, ar: bool, ppn: float, nn: int, cc: int,
+             cap: float) -> float:
+    if k.nvls_model == "2.23":  # v2.27.7-1 tuning.cc: NVLS min(intra, inter); NVLSTree halves inter > 2 nodes
+        if a == NVLS:
+            if ar:
+                return f32(min(g.bw_intra, g.bw_inter))
+            return f32(min(g.bw_intra * (ppn - 1.0) / ppn, g.bw_inter * 0.9))
+        return f32(min(g.bw_intra, g.bw_inter if nn <= 2 else g.bw_inter / 2))
+    intra = f32(f32(g.bw_intra * k.nvls_eff[cc]) * (g.n_channels - 1) / g.n_channels)
+    intra = f32(intra * 2.0) if ar else f32(intra * ((ppn - 1) / ppn))
+    inter = f32(g.bw_inter * (2 if nn <= 2 and a == NVLS_TREE else 1))
+    return f32(min(intra, inter, cap if a == NVLS_TREE else math.inf))
+
+
+def _latency(k: Constants, comm: Comm, a: int, p: int, f: int, nsteps: int, intra_hw: list,
+             hw: list, ppn: float, overhead: float) -> float:
+    nn, nr, g, func = comm.n_nodes, comm.n_ranks, comm.graph(a), FUNCS[f]
+    base = f32(k.base[a][p])
+    intra = f32(k.hw[intra_hw[a]][a][p])
+    inter = f32(k.hw[NET][TREE][p] if ppn == 1 else k.hw[NET][a][p])
+    inter = f32(inter + g.latency_inter)
+    if p == SIMPLE:
+        inter = f32(inter + g.latency_inter)
+    if a == RING:
+        step = f32(k.hw[hw[a]][a][p])
+        if func in ("Reduce", "Broadcast"):
+            if g.same_channels:
+                return f32(base + step)
+            if p == SIMPLE:
+                step = f32(k.hw[hw[a]][TREE][p])
+            return f32(base + nsteps * step)
+        net = 0.0
+        if nn > 1:
+            net = overhead * (3 if p == SIMPLE else 1)
+        intra = f32(max(intra, net))
+        n_inter = 0 if nn == 1 else 2 * (nn - 1) if func == "AllReduce" else nn - 1
+        return f32(base + f32(f32((nsteps - n_inter) * intra) + f32(n_inter * inter)))
+    local = nr // nn
+    if a == TREE:
+        if func == "AllReduce":
+            return f32(base + 2 * f32(f32((local - 1) * intra) + f32(_log2i(nn) * inter)))
+        return base
+    if a == CN_DIRECT:
+        return f32(base + f32(2 * (min(1, local - 1) * intra + (local - 1) * 0.4) + inter))
+    if a == CN_CHAIN:
+        return f32(base + f32(2 * (local - 1) * intra + inter))
+    if a == NVLS:
+        return f32(intra + inter) if nn > 1 else intra
+    if a == NVLS_TREE:
+        return f32(base + f32(intra + 2 * _log2i(nn) * inter))
+    if a == PAT and func in ("AllGather", "ReduceScatter"):
+        return f32(base + f32(_log2i(nn) * (inter / 3.5) + nr * 2.8))
+    return base
+
+
+def _enable(comm: Comm, lat: list, bws: list, nn: int) -> None:
+    """tuning.cc:496-541: NVLSTree off on one node, CollNet (and multi-node NVLS) off without
+    CollNet, LL128 only where the graph allows it; a disabled pair keeps its latency, bw 0."""
+    for f in range(len(FUNCS)):
+        for a in range(7):
+            off = (nn == 1 and a == NVLS_TREE) or (not comm.collnet and (
+                a in (CN_DIRECT, CN_CHAIN) or (a == NVLS and nn > 1)))
+            for p in range(3):
+                if off or (p == LL128 and not (comm.graph(a).ll128 and comm.compcap >= 70)):
+                    bws[f][a][p] = 0.0
+
+
+def algo_time(table: Table, func: str, a: int, p: int, nbytes: int, pipe_ops: int = 1) -> float:
+    """``ncclTopoGetAlgoTime`` (tuning.cc:629-655): µs, or -1 where the pair is disabled."""
+    f = FUNCS.index(func)
+    bw, lat = table.bw[f][a][p], table.lat[f][a][p]
+    if bw == 0:
+        return -1.0
+    comm, k = table.comm, table.consts
+    log_size = _log2i(nbytes >> 6)
+    corr = k.tree_correction[p]
+    if a == TREE and func == "AllReduce" and 0 <= log_size < 23:
+        bw = f32(bw * corr[log_size])
+    if (a == NVLS_TREE and k.nvls_tree_correction and func == "AllReduce" and 0 <= log_size < 24
+            and comm.compcap >= 100 and comm.cpu in ("intel", "amd")):
+        bw = f32(bw * corr[log_size])
+    if (a == RING and p == SIMPLE and comm.n_nodes > 1 and func == "AllReduce"
+            and nbytes // (comm.channels * comm.n_ranks) >= 64):
+        lat = f32(lat * (1.9 if comm.compcap < 80 else 1.4))
+    count = pipe_ops if a == RING else -(-pipe_ops // 8)
+    return f32(lat * count + nbytes / (1000 * bw))
+
+
+def best(table: Table, func: str, nbytes: int) -> tuple[float, int, int]:
+    """``(µs, algorithm, protocol)`` NCCL's argmin picks (enqueue.cc:2028-2048): the first
+    enabled pair of least time, algorithms in enum order, NVLS only where supported."""
+    comm = table.comm
+    best_t, best_a, best_p = math.inf, -1, -1
+    for a in range(7):
+        if a in (CN_DIRECT, CN_CHAIN) and not comm.collnet:
+            continue
+        if a in (NVLS, NVLS_TREE) and not comm.nvls_support:
+            continue
+        if a == NVLS and comm.n_nodes > 1 and not comm.collnet:
+            continue
+        for p in range(3):
+            t = algo_time(table, func, a, p, nbytes)
+            if 0.0 <= t < best_t:
+                best_t, best_a, best_p = t, a, p
+    return best_t, best_a, best_p

@@ -127,3 +127,22 @@ def test_strategy_options_replan_the_remembered_trace(here):
     assert result.exit_code == 0, result.output
     assert "replaying the remembered trace" in result.stderr
     assert json.loads(result.stdout)["strategy"] == "single"
+
+
+def test_only_inspect_changes_the_remembered_trace(here):
+    """A loop of plan-buckets over other files leaves the session as inspect set it: later
+    commands without TRACE still read the inspected trace (issue 17 item 13)."""
+    assert run("inspect", "trace.txt").exit_code == 0
+    assert run("plan-buckets", "--max-bytes", "32k").exit_code == 0
+    plan = (here / ".tracecli" / "plan.json").read_text()
+    other = run("plan-buckets", RESNET, "--backward-ms", "50")
+    assert other.exit_code == 0, other.output
+    state = json.loads((here / ".tracecli" / "state.json").read_text())
+    assert state["trace"]["given"] == "trace.txt"
+    assert (here / ".tracecli" / "plan.json").read_text() == plan  # not replaced either
+    exported = run("export", "--to", "json", "-o", "-")
+    assert exported.exit_code == 0 and "exporting the remembered trace trace.txt" in exported.stderr
+    assert json.loads(exported.stdout)["graph"]["format"] == "chainer"
+    again = run("plan-buckets", "trace.txt", "--max-bytes", "64k")  # the remembered file, named
+    assert again.exit_code == 0
+    assert json.loads((here / ".tracecli" / "plan.json").read_text())["max_bytes"] == 64 << 10

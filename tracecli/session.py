@@ -144,6 +144,11 @@ class Session:
         self.trace = RememberedTrace(path, given, format, os.path.abspath(sizes) if sizes else None,
                                      step, digest, info.st_size, info.st_mtime_ns)
 
+    def is_remembered(self, given: str) -> bool:
+        """Whether ``given`` names the remembered trace's file."""
+        return given != "-" and self.trace is not None and \
+            os.path.abspath(given) == self.trace.path
+
     def remembered_trace(self) -> RememberedTrace:
         """The remembered trace, checked against the file; changed: noticed and refreshed."""
         if self.trace is None:

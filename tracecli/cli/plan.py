@@ -32,8 +32,9 @@ from .strategy import STRATEGY_KEYS, strategy_from, strategy_options
 def plan_buckets(ctx, trace, fmt, sizes, step, do_compare, **kw):
     """Group gradients into all-reduce buckets and predict the step's timeline.
 
-    With no TRACE, plans the trace remembered by tracecli inspect. Remembers the plan it
-    prints for tracecli replay.
+    With no TRACE, plans the trace remembered by tracecli inspect, and remembers the plan it
+    prints for tracecli replay (as it does for TRACE when that is the remembered trace).
+    Only tracecli inspect changes which trace is remembered.
     """
     output = Output.pop(kw)
     path, fmt, sizes, step, remembered = trace_args(ctx, trace, fmt, sizes, step, "planning")
@@ -50,11 +51,6 @@ def plan_buckets(ctx, trace, fmt, sizes, step, do_compare, **kw):
         notice(text)
     emit(result, output)
     s = session(ctx)
-    if not remembered:
-        try:
-            s.remember_trace(path, fmt, sizes, step)
-        except OSError:
-            pass
-    if path != "-":
+    if remembered or s.is_remembered(path):
         notice(s.remember_plan(result.plan.strategy, {k: kw[k] for k in STRATEGY_KEYS},
                                result.plan_text) or s.save())

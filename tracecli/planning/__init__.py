@@ -1,7 +1,8 @@
 """Planning: pure functions of (readiness, sizes, compute times, cost model, options)."""
 
 from .plan import BucketPlan, PlanInput, compare, make_plan
-from .strategies import STRATEGIES, Grad, StrategyOptions
+from .spec import Kind, Knob, StrategySpec
+from .strategies import KNOBS, PREDICTED, STRATEGIES, Grad, StrategyOptions, spec_of
 
-__all__ = ["BucketPlan", "PlanInput", "compare", "make_plan", "STRATEGIES", "Grad",
-           "StrategyOptions"]
+__all__ = ["BucketPlan", "PlanInput", "compare", "make_plan", "STRATEGIES", "PREDICTED", "KNOBS",
+           "Grad", "StrategyOptions", "StrategySpec", "Knob", "Kind", "spec_of"]

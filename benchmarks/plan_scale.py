@@ -13,7 +13,7 @@ import argparse
 import random
 import time
 
-from tracecli.planning import PREDICTED, StrategyOptions
+from tracecli.planning import StrategyOptions, predicted
 from tracecli.planning.base import Grad
 from tracecli.costs import AlphaBeta as CostModel
 from tracecli.planning.strategies import STRATEGIES
@@ -46,7 +46,7 @@ def main() -> None:
     for n in args.sizes:
         grads = synthetic(n)
         backward_end = grads[-1].ready_ms + 1.0
-        for name in PREDICTED:
+        for name in predicted():
             opts = StrategyOptions(max_bytes=25 * 2**20, agg_small_grads_max_bytes=32 * 1024,
                                    spec="pscpu:32k:xring")
             start = time.perf_counter()

@@ -2,7 +2,7 @@
 
 from .plan import BucketPlan, PlanInput, compare, make_plan
 from .spec import Kind, Knob, StrategySpec
-from .strategies import KNOBS, PREDICTED, STRATEGIES, Grad, StrategyOptions, spec_of
+from .strategies import KNOBS, STRATEGIES, Grad, StrategyOptions, predicted, spec_of
 
-__all__ = ["BucketPlan", "PlanInput", "compare", "make_plan", "STRATEGIES", "PREDICTED", "KNOBS",
+__all__ = ["BucketPlan", "PlanInput", "compare", "make_plan", "STRATEGIES", "predicted", "KNOBS",
            "Grad", "StrategyOptions", "StrategySpec", "Knob", "Kind", "spec_of"]

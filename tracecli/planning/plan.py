@@ -17,7 +17,7 @@ from .planfile import plan_document
 from ..costs import CostModel
 from ..model import CollectiveKind
 from .spec import per_bucket_caps
-from .strategies import PREDICTED, STRATEGIES, StrategyOptions, planned_spec
+from .strategies import STRATEGIES, StrategyOptions, planned_spec, predicted
 from .timeline import Timeline, lower_bound, simulate
 
 __all__ = ["PlanInput", "BucketPlan", "make_plan", "compare", "CompareRow", "settings_for",
@@ -110,8 +110,8 @@ def _best(plans: list[BucketPlan]) -> BucketPlan:
 def compare(inp: PlanInput, cost: CostModel, options) -> list[CompareRow]:
     """Every predicted strategy with the given options, plus each framework tuned over its
     spec's grid, plus its defaults where the options given are not them; best first."""
-    rows = [CompareRow(name, make_plan(inp, name, options, cost)) for name in PREDICTED]
-    specs = [STRATEGIES[name] for name in PREDICTED]
+    specs = [STRATEGIES[name] for name in predicted()]
+    rows = [CompareRow(spec.name, make_plan(inp, spec.name, options, cost)) for spec in specs]
     for spec in specs:
         if spec.tuning is not None:
             tuned = [make_plan(inp, spec.name, o, cost) for o in spec.tuning(inp, options)]

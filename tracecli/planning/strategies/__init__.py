@@ -30,7 +30,7 @@ from .simple import per_tensor, single, size_greedy
 from .tf_spec import SpecPart, extract_ranges, pack_small_tensors, parse_all_reduce_spec, tf_spec
 
 __all__ = [
-    "STRATEGIES", "PREDICTED", "KNOBS", "StrategyOptions", "StrategySpec", "spec_of",
+    "STRATEGIES", "predicted", "KNOBS", "StrategyOptions", "StrategySpec", "spec_of",
     "planned_spec", "Grad", "Grouping", "DEFAULT_MAX_BYTES", "DDP_FIRST_BUCKET_BYTES",
     "DDP_BUCKET_CAP", "HOROVOD_THRESHOLD", "per_tensor", "single", "size_greedy", "ddp",
     "ddp_buckets", "ddp_limits", "horovod", "horovod_fuse", "tf_spec", "parse_all_reduce_spec",
@@ -49,13 +49,15 @@ STRATEGIES: dict[str, StrategySpec] = {spec.name: spec for spec in (
 )}
 """Every strategy by name, in the order the CLI offers them."""
 
-PREDICTED = tuple(name for name, spec in STRATEGIES.items() if not spec.from_run)
-"""The strategies the planner predicts (all but the one taken from a run)."""
-
 KNOBS = knob_table(STRATEGIES.values())
 """Every strategy option once, in the CLI's and the plan file's order."""
 
 StrategyOptions = options_type(KNOBS, __name__)
+
+
+def predicted() -> list[str]:
+    """The strategies the planner predicts: all but those taken from a run."""
+    return [name for name, spec in STRATEGIES.items() if not spec.from_run]
 
 
 def spec_of(name: str) -> StrategySpec:
@@ -72,7 +74,7 @@ def planned_spec(name: str) -> StrategySpec:
     spec = STRATEGIES.get(name)
     if spec is None:
         raise PlanError(None, None, f"unknown strategy {name!r}; use one of "
-                        + ", ".join(PREDICTED))
+                        + ", ".join(predicted()))
     if spec.from_run:
         raise PlanError(None, None, f"the {name} strategy is not predicted: it is the buckets a "
                         "profiled run used, planned from a trace that recorded its collectives")

@@ -13,7 +13,8 @@ import argparse
 import random
 import time
 
-from tracecli.planning.base import Grad, StrategyOptions
+from tracecli.planning import StrategyOptions, predicted
+from tracecli.planning.base import Grad
 from tracecli.costs import AlphaBeta as CostModel
 from tracecli.planning.strategies import STRATEGIES
 from tracecli.planning.timeline import simulate
@@ -45,11 +46,11 @@ def main() -> None:
     for n in args.sizes:
         grads = synthetic(n)
         backward_end = grads[-1].ready_ms + 1.0
-        for name, strategy in STRATEGIES.items():
+        for name in predicted():
             opts = StrategyOptions(max_bytes=25 * 2**20, agg_small_grads_max_bytes=32 * 1024,
-                                   spec="pscpu:32k:xring", cost=cost)
+                                   spec="pscpu:32k:xring")
             start = time.perf_counter()
-            grouping = strategy(grads, opts)
+            grouping = STRATEGIES[name].group(grads, opts, cost)
             grouped = time.perf_counter()
             simulate(grads, grouping, cost, 50.0, backward_end)
             done = time.perf_counter()

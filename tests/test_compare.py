@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tracecli.planning import STRATEGIES, Grad, PlanInput, StrategyOptions, compare
+from tracecli.planning import Grad, PlanInput, StrategyOptions, compare, predicted
 
 from tracecli.costs import resolve_cost_model
 
@@ -29,12 +29,12 @@ def test_rows_best_first_with_every_strategy_and_each_framework_tuned():
     rows = compare(INPUT, COST, StrategyOptions())
     labels = [r.label for r in rows]
     assert len(labels) == len(set(labels))
-    assert set(labels) == set(STRATEGIES) | set(TUNED)  # defaults given: no "default" rows
+    assert set(labels) == set(predicted()) | set(TUNED)  # defaults given: no "default" rows
     assert rows == sorted(rows, key=order_key)
     assert [round(r.plan.timeline.iteration_ms, 4) for r in rows] == [
         31.2545, 31.2545, 31.6045, 31.6045, 32.3045, 32.3045, 32.4045, 32.9045, 33.3045, 35.5545]
     plans = by_label(rows)
-    for name in STRATEGIES:
+    for name in predicted():
         assert plans[name].strategy == name and plans[name].options.max_bytes is None
     for label, strategy in TUNED.items():
         assert plans[label].strategy == strategy

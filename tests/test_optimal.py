@@ -7,12 +7,12 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracecli.planning.base import Grad, Grouping, StrategyOptions
+from tracecli.planning import StrategyOptions, predicted
+from tracecli.planning.base import Grad, Grouping
 from tracecli.costs import AlphaBeta as CostModel
 from tracecli.model import CollectiveKind
 from tracecli.planning.optimal import optimal_partition
 from tracecli.planning.plan import PlanInput, make_plan
-from tracecli.planning.strategies import STRATEGIES
 from tracecli.planning.timeline import lower_bound, simulate
 
 
@@ -89,7 +89,7 @@ def test_optimal_never_slower_than_any_strategy(instance, cap, cycle):
     best = make_plan(inp, "optimal", StrategyOptions(), cost).timeline.iteration_ms
     bound = lower_bound(grads, cost, backward_end)
     assert best >= bound - 1e-9
-    for name in STRATEGIES:
+    for name in predicted():
         opts = StrategyOptions(max_bytes=cap, cycle_ms=cycle, agg_small_grads_max_bytes=cap)
         plan = make_plan(inp, name, opts, cost)
         t = plan.timeline

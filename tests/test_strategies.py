@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracecli.errors import PlanError
-from tracecli.planning.base import Grad, Grouping, StrategyOptions
+from tracecli.planning import StrategyOptions
+from tracecli.planning.base import Grad, Grouping
 from tracecli.costs import AlphaBeta as CostModel
 from tracecli.model import CollectiveKind
 from tracecli.planning.timeline import simulate
@@ -110,10 +111,10 @@ def test_sparse_gradients_travel_alone_unless_densified():
     g[1] = g[1]._replace(sparse=True)
     cost = CostModel("x", 5.0, 10.0, 8)
     for name in ("ddp", "horovod", "per-tensor", "optimal"):
-        grouping = STRATEGIES[name](g, StrategyOptions(cost=cost))
+        grouping = STRATEGIES[name].group(g, StrategyOptions(), cost)
         assert (1,) in grouping.buckets, name
         assert grouping.collectives[grouping.buckets.index((1,))] is CollectiveKind.ALL_GATHER, name
-        dense = STRATEGIES[name](g, StrategyOptions(cost=cost, sparse_as_dense=True))
+        dense = STRATEGIES[name].group(g, StrategyOptions(sparse_as_dense=True), cost)
         assert dense.collectives is None, name
     assert horovod(g, StrategyOptions(sparse_as_dense=True)).buckets == [(0, 1, 2)]
     timeline = simulate(g, Grouping([(0,), (1,), (2,)], None, [CollectiveKind.ALL_REDUCE, CollectiveKind.ALL_GATHER,
@@ -206,4 +207,7 @@ def test_size_greedy_crossing_tensor_included():
 
 
 def test_registry_names():
-    assert list(STRATEGIES) == ["per-tensor", "single", "size", "ddp", "horovod", "tf-spec", "optimal"]
+    assert list(STRATEGIES) == ["per-tensor", "single", "size", "ddp", "horovod", "tf-spec", "optimal",
+                                "observed"]
+    assert all(spec.name == name for name, spec in STRATEGIES.items())
+    assert [name for name, spec in STRATEGIES.items() if spec.from_run] == ["observed"]

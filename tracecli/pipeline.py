@@ -21,8 +21,8 @@ from .model import ComputeSource, Trace
 from .costs import CostModel, fit_ring, fitted_model, monotone, read_profile, resolve_cost_model
 from .costs import trimmed_mean
 from .costs.alphabeta import DEFAULT_NETWORK
-from .planning import PlanInput, StrategyOptions, compare, make_plan
-from .planning.asrun import AS_RUN, MeasuredBucket, as_run_plan, as_run_prediction
+from .planning import STRATEGIES, PlanInput, StrategyOptions, compare, make_plan
+from .planning.asrun import MeasuredBucket, as_run_plan, as_run_prediction
 from .planning.base import FixedPlan, Grad
 from .planning.inputs import plan_input
 from .planning.plan import BucketPlan, CompareRow
@@ -233,9 +233,15 @@ def _bucket_level(trace: Trace, ready: Readiness, profile: ComputeProfile, run: 
     return inp, buckets
 
 
+def _from_run(strategy: str) -> bool:
+    """True for a strategy taken from the traced run (its spec says), not predicted."""
+    spec = STRATEGIES.get(strategy)
+    return spec is not None and spec.from_run
+
+
 def plan_trace(trace: Trace, strategy: str, options: StrategyOptions, compute: ComputeRequest,
                cost: Union[CostModel, CostRequest]) -> Planned:
-    if strategy == AS_RUN:
+    if _from_run(strategy):
         return as_run(trace, compute, cost)
     planned = prepare(trace, compute, cost)
     return replace(planned, plan=make_plan(planned.inp, strategy, options, planned.cost))
@@ -287,15 +293,15 @@ def gradient_details(trace: Trace, ready: Readiness, compute: ComputeRequest) ->
 
 
 def replay_inputs(trace: Trace, strategy: str, compute: ComputeRequest, world: int):
-    """What a replay of ``trace`` plans from: the planner's input, and for the as-run
-    strategy the run's own buckets as a fixed plan (else ``None``)."""
-    if strategy != AS_RUN:
+    """What a replay of ``trace`` plans from: the planner's input, and for a strategy taken
+    from the run (``observed``) the run's own buckets as a fixed plan (else ``None``)."""
+    if not _from_run(strategy):
         return inputs(trace, compute)[2], None
     plan = as_run(trace, compute, CostRequest(world)).plan
     if not all(b.members for b in plan.buckets):
         raise PlanError(trace.path, None, "the run's buckets are not all matched to its "
                         "gradients (see plan-buckets --strategy observed); cannot replay them")
-    return plan.inp, FixedPlan(tuple(b.members for b in plan.buckets), AS_RUN,
+    return plan.inp, FixedPlan(tuple(b.members for b in plan.buckets), plan.strategy,
                                tuple(b.collective for b in plan.buckets))
 
 

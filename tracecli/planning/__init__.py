@@ -3,7 +3,8 @@
 format (:mod:`.planfile`), the one module here that reads a file."""
 
 from .plan import BucketPlan, PlanInput, compare, make_plan
-from .strategies import STRATEGIES, Grad, StrategyOptions
+from .spec import Kind, Knob, StrategySpec
+from .strategies import KNOBS, STRATEGIES, Grad, StrategyOptions, predicted, spec_of
 
-__all__ = ["BucketPlan", "PlanInput", "compare", "make_plan", "STRATEGIES", "Grad",
-           "StrategyOptions"]
+__all__ = ["BucketPlan", "PlanInput", "compare", "make_plan", "STRATEGIES", "predicted", "KNOBS",
+           "Grad", "StrategyOptions", "StrategySpec", "Knob", "Kind", "spec_of"]

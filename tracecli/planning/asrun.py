@@ -11,15 +11,16 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import NamedTuple, Sequence
 
-from ..errors import PlanError
-from .base import StrategyOptions
 from ..costs import CostModel
+from ..errors import PlanError
 from .plan import BucketPlan, PlanInput, fixed_plan, settings_for
+from .strategies import StrategyOptions
+from .strategies.observed import OBSERVED
 from .timeline import BucketTiming, Timeline, lower_bound
 
 __all__ = ["MeasuredBucket", "as_run_plan", "as_run_prediction", "AS_RUN"]
 
-AS_RUN = "observed"
+AS_RUN = OBSERVED.name
 
 
 class MeasuredBucket(NamedTuple):
@@ -45,10 +46,7 @@ def as_run_plan(inp: PlanInput, buckets: Sequence[MeasuredBucket], cost: CostMod
     bound = lower_bound(inp.grads, cost, inp.backward_end_ms, inp.update_ms)
     plan = BucketPlan(AS_RUN, StrategyOptions(), cost, inp, timeline, bound, {}, tuple(notes),
                       measured=True)
-    complete = all(t.members for t in timings)
-    settings = settings_for(plan) if complete else {"framework": None,
-                                                    "text": "the run's own buckets"}
-    return replace(plan, settings=settings)
+    return replace(plan, settings=settings_for(plan))
 
 
 def as_run_prediction(plan: BucketPlan) -> BucketPlan:

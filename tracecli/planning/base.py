@@ -1,15 +1,15 @@
-"""Types shared by the strategies and the planner."""
+"""Types shared by the strategies and the planner (the options record is built from the
+knob table: :data:`.strategies.StrategyOptions`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, NamedTuple, Optional, Sequence
+from typing import NamedTuple, Optional, Sequence
 
-from ..costs import CostModel
 from ..errors import PlanError
 from ..model import CollectiveKind
 
-__all__ = ["Grad", "StrategyOptions", "Grouping", "Strategy", "PlanInput", "FixedPlan", "DEFAULT_MAX_BYTES",
+__all__ = ["Grad", "Grouping", "PlanInput", "FixedPlan", "DEFAULT_MAX_BYTES",
            "DDP_FIRST_BUCKET_BYTES", "DDP_BUCKET_CAP", "HOROVOD_THRESHOLD", "sparse_alone",
            "collectives_of"]
 
@@ -35,18 +35,6 @@ class Grad(NamedTuple):
     sparse: bool = False  # an IndexedSlices / sparse gradient
 
 
-@dataclass(frozen=True)
-class StrategyOptions:
-    max_bytes: Optional[int] = None  # None: the strategy's default (or no cap)
-    first_bucket_bytes: Optional[int] = None  # ddp; None: as torch does for max_bytes
-    cycle_ms: float = 1.0  # horovod
-    spec: str = "nccl"  # tf-spec
-    agg_small_grads_max_bytes: int = 0  # tf-spec
-    agg_small_grads_max_group: int = 10  # tf-spec
-    cost: Optional[CostModel] = None  # optimal: the model it minimizes under
-    sparse_as_dense: bool = False  # sparse gradients are densified and fused like the rest
-
-
 class Grouping(NamedTuple):
     """Buckets in launch order; ``not_before`` delays a bucket's launch (Horovod's cycle);
     ``collectives`` names each bucket's collective (default: all-reduce)."""
@@ -56,7 +44,7 @@ class Grouping(NamedTuple):
     collectives: Optional[list[CollectiveKind]] = None
 
 
-def sparse_alone(grads: Sequence[Grad], opts: StrategyOptions) -> set[int]:
+def sparse_alone(grads: Sequence[Grad], opts) -> set[int]:
     """The gradients that travel on their own as an all-gather: the sparse ones, unless the
     options densify them (Horovod's ``sparse_as_dense=True``)."""
     if opts.sparse_as_dense:
@@ -96,6 +84,3 @@ class FixedPlan:
     buckets: tuple[tuple[int, ...], ...]
     strategy: str
     collectives: Optional[tuple[CollectiveKind, ...]] = None
-
-
-Strategy = Callable[[Sequence[Grad], StrategyOptions], Grouping]

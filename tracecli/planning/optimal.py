@@ -24,11 +24,13 @@ from __future__ import annotations
 from collections import deque
 from typing import Optional, Sequence
 
+from ..costs import CostModel
 from ..errors import PlanError
 from ..model import CollectiveKind
-from .base import Grad, Grouping, StrategyOptions, collectives_of, sparse_alone
+from .base import Grad, Grouping, collectives_of, sparse_alone
+from .spec import MAX_BYTES, SPARSE_AS_DENSE, StrategySpec
 
-__all__ = ["optimal", "optimal_partition"]
+__all__ = ["optimal", "optimal_partition", "SPEC"]
 
 
 def optimal_partition(ready: Sequence[float], nbytes: Sequence[int], latency_ms: float,
@@ -102,15 +104,18 @@ def optimal_partition(ready: Sequence[float], nbytes: Sequence[int], latency_ms:
     return buckets[::-1]
 
 
-def optimal(grads: Sequence[Grad], opts: StrategyOptions) -> Grouping:
-    """The registry entry: the best partition under ``opts.cost``, capped by ``max_bytes``."""
-    if opts.cost is None:
+def optimal(grads: Sequence[Grad], opts, cost: CostModel) -> Grouping:
+    """The registry entry: the best partition under ``cost``, capped by ``max_bytes``."""
+    if cost is None:
         raise PlanError(None, None, "the optimal strategy needs a cost model")
     lone = sparse_alone(grads, opts)
-    cost = opts.cost
     latency_ms, ms_per_byte = cost.linear(CollectiveKind.ALL_REDUCE)
     buckets = optimal_partition([g.ready_ms for g in grads], [g.nbytes for g in grads],
                                 latency_ms, ms_per_byte, opts.max_bytes,
                                 {i: cost.time_ms(CollectiveKind.ALL_GATHER, grads[i].nbytes)
                                  for i in lone})
     return Grouping(buckets, collectives=collectives_of(buckets, lone))
+
+
+SPEC = StrategySpec("optimal", optimal, (MAX_BYTES, SPARSE_AS_DENSE))
+"""Its plans are contiguous partitions: DDP's per-bucket caps reproduce them."""

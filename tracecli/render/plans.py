@@ -12,6 +12,7 @@ from typing import Optional
 from rich.console import Group
 from rich.text import Text
 
+from ..planning import STRATEGIES
 from ..planning.plan import is_default
 from ..units import format_size
 from .chrome import chrome_trace, complete_event
@@ -127,13 +128,12 @@ def compare_advice(rows) -> list[str]:
         return found[0].plan.timeline.iteration_ms if found else None
 
     ddp = best("ddp")
-    for title, row, base in (("PyTorch DDP", ddp, default("ddp")),
-                             ("Horovod", best("horovod"), default("horovod")),
-                             ("tf_cnn_benchmarks", best("tf-spec"), None)):
-        if row is None:
+    for spec in STRATEGIES.values():  # each framework with a title, in the registry's order
+        row, base = best(spec.name), default(spec.name)
+        if spec.title is None or row is None:
             continue
         ms = row.plan.timeline.iteration_ms
-        head = f"  {title}: {_ms(ms)} ms"
+        head = f"  {spec.title}: {_ms(ms)} ms"
         if base is not None:
             head += f"; default {_ms(base)} ms ({_pct(ms, base)})" if abs(ms - base) > 1e-9 \
                 else " (the default is best)"

@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..costs import CostModel
-from ..planning.base import FixedPlan, PlanInput, StrategyOptions
+from ..planning import StrategyOptions
+from ..planning.base import FixedPlan, PlanInput
 from ..planning.plan import BucketPlan, fixed_plan, make_plan
 
 __all__ = ["Fault", "Launch", "Sweep", "ReplayJob", "CalibrationJob", "BACKENDS", "FAULT_MODES"]

@@ -9,9 +9,17 @@ from ..session import STATE_DIR, Session
 __all__ = ["status_lines"]
 
 
+def _knobs_of(strategy: str) -> set[str]:
+    """The options the strategy reads (all of them for a name the registry does not know)."""
+    from ..planning import KNOBS, STRATEGIES
+
+    spec = STRATEGIES.get(strategy)
+    return {k.name for k in (spec.knobs if spec is not None else KNOBS)}
+
+
 def status_lines(session: Session) -> list[str]:
-    """The remembered trace (checked against its file), its options, the remembered plan,
-    and how to reset."""
+    """The remembered trace (checked against its file), its options, the remembered plan
+    with the options its strategy reads, and how to reset."""
     where = os.path.abspath(STATE_DIR)
     if session.trace is None:
         return [f"no trace remembered in {where}: run tracecli inspect TRACE"]
@@ -24,8 +32,9 @@ def status_lines(session: Session) -> list[str]:
     plan = session.remembered_plan()
     if plan:
         lines.append(f"plan: {session.plan['strategy']} ({plan})")
+        applies = _knobs_of(session.plan["strategy"])
         lines += [f"  --{k.replace('_', '-')}: {v}" for k, v in session.plan["options"].items()
-                  if v is not None and k != "strategy"]
+                  if k in applies and v is not None and v is not False]
     else:
         lines.append("plan: none (tracecli plan-buckets remembers the plan it prints)")
     lines.append(f"reset: delete {where}/")

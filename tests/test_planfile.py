@@ -163,3 +163,32 @@ def test_replay_reports_a_bad_plan_file_in_one_line(tmp_path, mlp_plan):
     path.write_text(json.dumps(edit(doc, lambda d: g0(d, "dtype", "int8"))))
     assert_error(run("replay", "--plan", path, "--dry-run"), f"{path}:1:", "dtype must be one of",
                  "plan-buckets --out")
+
+
+def test_replay_of_a_plan_file_carries_its_options(tmp_path):
+    """replay --json has the plan's own keys and values (issue 17 item 11): max_bytes, the
+    options, and the settings that reproduce it, not the command line's defaults."""
+    path, saved = written(tmp_path, VGG, "--strategy", "ddp", "--max-bytes", "8MiB", "--gpus", "2",
+                            "--network", "nvlink-h100")
+    result = run("replay", "--plan", path, "--dry-run", "--json", "--gpus", "2", "--network",
+                 "nvlink-h100")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    for key in ("strategy", "max_bytes", "gpus", "options", "settings", "buckets", "predicted",
+                "gradients", "cost_model"):
+        assert doc[key] == saved[key], key
+    assert doc["settings"]["text"] == "DistributedDataParallel(model, bucket_cap_mb=8)"
+
+
+@pytest.mark.parametrize("change,words", [
+    (lambda d: d.update(max_bytes=0), "max_bytes must be null or a byte count"),
+    (lambda d: d["options"].update(cycle_ms=-1), "cycle_ms must be a number of ms"),
+    (lambda d: d["options"].update(spec=7), "spec must be a string"),
+    (lambda d: d["options"].update(sparse_as_dense="yes"), "sparse_as_dense must be true or false"),
+    (lambda d: d.update(options=[]), "options must be an object"),
+])
+def test_plan_file_options_are_checked(tmp_path, change, words):
+    path, saved = written(tmp_path, VGG)
+    change(saved)
+    path.write_text(json.dumps(saved))
+    assert_error(run("replay", "--plan", path, "--dry-run"), str(path), words)

@@ -26,11 +26,12 @@ def world_size(gpus: int) -> int:
 
 
 def plan_file_inputs(path: str):
-    """A replay of the plan file at ``path``: the planner's input and the plan, fixed."""
+    """A replay of the plan file at ``path``: the planner's input, the plan, fixed, and the
+    strategy's options it was made with."""
     from .planning.planfile import load_plan_file
 
     saved = load_plan_file(path)
-    return saved.inp, saved.fixed
+    return saved.inp, saved.fixed, saved.options
 
 
 def _launch(launch, oversubscribe: bool):

@@ -64,14 +64,15 @@ def replay(ctx, trace, fmt, sizes, step, plan_file, iters, warmup, baseline, dry
             say(f"replaying the plan remembered by tracecli plan-buckets "
                 f"({s.plan.get('strategy')}, {STATE_DIR}/plan.json)")
     output.claim(trace, sizes, plan_file, kw["op_times"], kw["calibration"])
+    options = strategy_from(kw)
     if plan_file:
-        inp, fixed = launch.plan_file_inputs(plan_file)
+        inp, fixed, options = launch.plan_file_inputs(plan_file)
     else:
         path, fmt, sizes, step, _ = trace_args(ctx, trace, fmt, sizes, step, "replaying")
         t = load_trace(path, fmt, sizes, step, quiet=output.as_json or quiet)
         inp, fixed = replay_inputs(t, kw["strategy"], compute_from(kw), world)
-    job = replay_job(inp, kw["strategy"], strategy_from(kw), cost_from(kw, world), iters, warmup,
-                     fixed, baseline)
+    job = replay_job(inp, kw["strategy"], options, cost_from(kw, world), iters, warmup, fixed,
+                     baseline)
     ready, backend_notice = launch.replay_launch(job, asked, kw["oversubscribe"], plan_file)
     if dry_run:
         cost, cost_notice = launch.dry_run_cost(job, world)

@@ -18,6 +18,8 @@ from ..errors import PlanError, excerpt
 from ..jsonfile import finite_number, read_json
 from ..model import DTYPE_BYTES, CollectiveKind
 from .base import FixedPlan, Grad, PlanInput
+from .spec import Kind, Knob
+from .strategies import KNOBS, StrategyOptions
 
 __all__ = ["plan_document", "load_plan_file", "PlanFile", "MAX_PLAN_BYTES", "MAX_PLAN_MS",
            "REPLAYABLE_DTYPES"]
@@ -34,6 +36,7 @@ PLAN_COLLECTIVES = {CollectiveKind.ALL_REDUCE: False, CollectiveKind.ALL_GATHER:
 class PlanFile(NamedTuple):
     inp: PlanInput
     fixed: FixedPlan  # its grouping, by gradient index, with each bucket's collective
+    options: StrategyOptions  # the strategy's knobs it was planned with
     doc: dict[str, Any]
 
 
@@ -45,12 +48,7 @@ def plan_document(plan) -> dict[str, Any]:
         "max_bytes": o.max_bytes,
         "gpus": plan.cost.gpus,
         "cost_model": plan.cost.describe(),
-        "options": {
-            "first_bucket_bytes": o.first_bucket_bytes, "cycle_ms": o.cycle_ms, "spec": o.spec,
-            "agg_small_grads_max_bytes": o.agg_small_grads_max_bytes,
-            "agg_small_grads_max_group": o.agg_small_grads_max_group,
-            "sparse_as_dense": o.sparse_as_dense,
-        },
+        "options": {k.name: getattr(o, k.name) for k in KNOBS if k.name != "max_bytes"},
         "compute": {
             "source": plan.inp.compute_source,
             "forward_ms": t.forward_ms,
@@ -169,7 +167,45 @@ def load_plan_file(path: str | Path) -> PlanFile:
     source = compute.get("source", "")
     inp = PlanInput(tuple(grads), forward, forward + backward, update,
                     f"plan file {path}: " + (source[:500] if isinstance(source, str) else ""))
-    return PlanFile(inp, FixedPlan(tuple(buckets), doc["strategy"], tuple(collectives)), doc)
+    options = _options(doc, bad)
+    return PlanFile(inp, FixedPlan(tuple(buckets), doc["strategy"], tuple(collectives)), options,
+                    doc)
+
+
+def _options(doc: dict, bad) -> StrategyOptions:
+    """The knobs the plan was made with (a knob a file does not name keeps its default),
+    each checked as the command line checks it."""
+    given = doc.get("options", {})
+    if not isinstance(given, dict):
+        raise bad("options must be an object")
+    values = {}
+    for knob in KNOBS:
+        value = doc.get("max_bytes") if knob.name == "max_bytes" else given.get(knob.name, knob.default)
+        if not _valid(knob, value):
+            raise bad(f"{knob.name} must be {_WHAT[knob.kind]}")
+        values[knob.name] = value
+    return StrategyOptions(**values)
+
+
+_WHAT = {Kind.BYTES: "null or a byte count from 1 to 2^50", Kind.BYTES_OR_ZERO:
+         "a byte count from 0 to 2^50", Kind.MS: f"a number of ms above 0, at most {1e6:g}",
+         Kind.TEXT: "a string of at most 1,000 characters", Kind.COUNT:
+         "an integer from 0 to 2^31", Kind.FLAG: "true or false"}
+
+
+def _valid(knob: Knob, value: Any) -> bool:
+    kind = knob.kind
+    if kind is Kind.FLAG:
+        return isinstance(value, bool)
+    if kind is Kind.TEXT:
+        return isinstance(value, str) and len(value) <= 1000
+    if kind is Kind.MS:
+        return finite_number(value) and 0 < value <= 1e6
+    if value is None and kind is Kind.BYTES:
+        return True
+    low, high = (1, MAX_PLAN_BYTES) if kind is Kind.BYTES else \
+        (0, MAX_PLAN_BYTES) if kind is Kind.BYTES_OR_ZERO else (0, 1 << 31)
+    return type(value) is int and low <= value <= high
 
 
 def _collective(value: Any):

@@ -125,8 +125,14 @@ def test_failing_rank_is_torn_down(mode, words):
     _, _, inp = inputs(load_trace(RESNET), ComputeRequest(backward_ms=20))
     job = ReplayJob(inp, "ddp", StrategyOptions(), resolve_cost_model(2, "10gbe"), "10gbe", 3, 1)
     started = time.monotonic()
+    stages = []
     with pytest.raises(ReplayError) as err:
-        launch(job, Launch(2, "gloo", timeout_s=4, fault=Fault(1, mode)))
+        launch(job, Launch(2, "gloo", timeout_s=4, fault=Fault(1, mode)),
+               lambda *update: stages.append(update))
+    # progress from the first instant (issue 17 item 14): the ranks' start-up, then their work
+    assert stages[0] == ("starting 2 ranks", 0, 2)
+    if len(stages) > 1:
+        assert stages[1] == ("starting 2 ranks", 2, 2) and stages[2][0] == "replay"
     elapsed = time.monotonic() - started
     message = str(err.value)
     assert "\n" not in message and "all 2 ranks stopped" in message

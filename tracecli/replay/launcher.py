@@ -158,6 +158,10 @@ def launch(job, settings: Launch, progress: Progress = None):
                                  args=(os.getpid(), r, settings.gpus, port, backend, job, settings,
                                        channel))
                  for r in range(settings.gpus)]
+    starting = None
+    if progress:  # seconds pass before a rank says anything (torch's import, the rendezvous)
+        starting = f"starting {settings.gpus} ranks"
+        progress(starting, 0, settings.gpus)
     result, errors, failed_at = None, [], None
     try:
         for p in processes:
@@ -169,6 +173,9 @@ def launch(job, settings: Launch, progress: Progress = None):
                 message = None
             if message is not None:
                 if message[0] == "progress" and progress:
+                    if starting is not None:  # the ranks are up and working
+                        progress(starting, settings.gpus, settings.gpus)
+                        starting = None
                     progress(*message[1:])
                 elif message[0] == "result":
                     result = message[1]

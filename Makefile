@@ -4,14 +4,16 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN = $(VENV)/bin
-# A bare `torch` requirement pulls the CUDA build; pin the CPU build first, then the extra.
+# A bare `torch` requirement pulls the CUDA build: install the pinned torch first (from
+# TORCH_INDEX when given, e.g. PyTorch's CPU wheel index), then the extra, which keeps it.
 TORCH ?= torch==2.13.0
+TORCH_INDEX ?=
 
 .PHONY: demo test bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q $(TORCH)
+	$(BIN)/python -m pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) $(TORCH)
 	$(BIN)/python -m pip install -q -e '.[replay,test]'
 	touch $@
 

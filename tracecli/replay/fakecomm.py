@@ -30,7 +30,9 @@ from .rankwork import Progress, rank_work
 
 __all__ = ["FakeWorld", "FakeComm", "Done", "run_fake"]
 
-Delay = Callable[[int, str, int], float]  # (rank, collective, bytes) -> ms
+# (rank, collective, bytes) -> ms; collective: "all_reduce:sum", "all_reduce:max", "all_gather",
+# "broadcast:<src>", "barrier" or "gather_objects" (as in FakeWorld.log)
+Delay = Callable[[int, str, int], float]
 
 
 class Done:

@@ -13,7 +13,6 @@ import math
 from typing import Callable, NamedTuple
 
 import torch
-import torch.distributed as dist
 
 from ..model import CollectiveKind
 from ..planning.planfile import REPLAYABLE_DTYPES
@@ -60,7 +59,7 @@ class KindBuffers(NamedTuple):
     """How replay runs a bucket of one collective kind."""
 
     output_elements: Callable[[int, int], int]  # (input elements, world) -> output (0: in place)
-    launch: Callable  # (buffer, group, async_op) -> work
+    launch: Callable  # (buffer, comm, async_op) -> work (None unless async_op)
     verify: Callable[["BucketBuffer"], bool]  # the result is exact
 
 
@@ -68,12 +67,12 @@ class KindBuffers(NamedTuple):
 KINDS: dict[CollectiveKind, KindBuffers] = {
     CollectiveKind.ALL_REDUCE: KindBuffers(
         lambda n, world: 0,
-        lambda buf, group, async_op: dist.all_reduce(buf.input, group=group, async_op=async_op),
+        lambda buf, comm, async_op: comm.all_reduce(buf.input, async_op=async_op),
         _reduced),
     CollectiveKind.ALL_GATHER: KindBuffers(
         lambda n, world: n * world,
-        lambda buf, group, async_op: dist.all_gather_into_tensor(buf.output, buf.input, group=group,
-                                                                 async_op=async_op),
+        lambda buf, comm, async_op: comm.all_gather_into_tensor(buf.output, buf.input,
+                                                                async_op=async_op),
         _gathered),
 }
 
@@ -93,9 +92,10 @@ class BucketBuffer:
         self.world = world
         self.nbytes = self.input.numel() * self.input.element_size()
 
-    def launch(self, group=None, async_op: bool = False):
-        """Run (or with ``async_op``, start) the bucket's collective."""
-        return self.kind.launch(self, group, async_op)
+    def launch(self, comm, async_op: bool = False):
+        """Run (or with ``async_op``, start) the bucket's collective on ``comm``
+        (a :class:`~.comm.Comm`)."""
+        return self.kind.launch(self, comm, async_op)
 
     def fill(self, rank: int) -> None:
         _fill(self.input, pattern(rank, self.dtype, self.input.device))

@@ -17,7 +17,6 @@ from functools import partial
 from typing import Sequence
 
 import torch
-import torch.distributed as dist
 
 from .buckets import BucketBuffer
 from .runs import Schedule, StepTimes
@@ -61,10 +60,10 @@ class CpuStep:
     """gloo on CPU. A communication thread runs the launched all-reduces one after another
     (gloo itself would run queued collectives concurrently), like NCCL's single stream."""
 
-    def __init__(self, buffers: Sequence[torch.Tensor], shared_clock: bool, group=None):
+    def __init__(self, buffers: Sequence[BucketBuffer], comm, shared_clock: bool):
         self.buffers = list(buffers)
+        self.comm = comm  # a :class:`~.comm.Comm`
         self.shared_clock = shared_clock
-        self.group = group
 
     def _start(self) -> float:
         """A common start instant. Ranks on one host share CLOCK_MONOTONIC: rank 0 names an
@@ -72,10 +71,10 @@ class CpuStep:
         across hosts a barrier is the best there is (its exit skew counts as communication).
         """
         if not self.shared_clock:
-            dist.barrier(group=self.group)
+            self.comm.barrier()
             return _now_ms()
         instant = torch.tensor([_now_ms() + 5.0], dtype=torch.float64)
-        dist.broadcast(instant, src=0, group=self.group)
+        self.comm.broadcast(instant, src=0)
         t0 = float(instant.item())
         wait_until(t0)
         return t0
@@ -93,7 +92,7 @@ class CpuStep:
                 for _ in range(n):
                     j = launched.get()
                     starts[j] = _now_ms() - t0
-                    self.buffers[order[j]].launch(self.group)
+                    self.buffers[order[j]].launch(self.comm)
                     ends[j] = _now_ms() - t0
             except BaseException as exc:  # noqa: BLE001 - re-raised on the main thread
                 failure.append(exc)
@@ -119,10 +118,10 @@ class CpuStep:
 class CudaStep:
     """NCCL on the current device; requires ``torch.cuda.is_available()``."""
 
-    def __init__(self, buffers: Sequence[torch.Tensor], device: torch.device, group=None):
+    def __init__(self, buffers: Sequence[BucketBuffer], comm, device: torch.device):
         self.buffers = list(buffers)
+        self.comm = comm  # a :class:`~.comm.Comm`
         self.device = device
-        self.group = group
         self.side = torch.cuda.Stream(device=device)
         self.cycles_per_ms = self._calibrate_spin()
 
@@ -146,7 +145,7 @@ class CudaStep:
         order = schedule.order()
         ready = [event() for _ in order]
         ends = [event() for _ in order]
-        dist.barrier(group=self.group, device_ids=[self.device.index])
+        self.comm.barrier()
         torch.cuda.synchronize(self.device)
         start.record()
         clock = 0.0
@@ -155,7 +154,7 @@ class CudaStep:
             self._spin(at - clock)
             clock = max(clock, at)
             ready[j].record()
-            work = self.buffers[order[j]].launch(self.group, async_op=True)
+            work = self.buffers[order[j]].launch(self.comm, async_op=True)
             with torch.cuda.stream(self.side):
                 work.wait()  # the side stream waits for this bucket; compute goes on
                 ends[j].record(self.side)

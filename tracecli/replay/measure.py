@@ -27,7 +27,6 @@ import time
 from typing import Callable, Optional, Sequence
 
 import torch
-import torch.distributed as dist
 
 from ..costs import ProfilePoint, trimmed_mean
 from ..model import CollectiveKind
@@ -39,19 +38,20 @@ __all__ = ["measure", "slowest", "GAP_MS"]
 GAP_MS = 2.0  # idle before each launch, as a bucket's wait for its last gradient
 
 
-def slowest(values: list[float], device) -> list[float]:
-    """Element-wise maximum of ``values`` over all ranks (every rank gets it)."""
+def slowest(values: list[float], comm, device) -> list[float]:
+    """Element-wise maximum of ``values`` over all ranks of ``comm`` (every rank gets it)."""
     t = torch.tensor(values, dtype=torch.float64, device=device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    comm.all_reduce(t, op="max")
     return [float(v) for v in t.cpu()]
 
 
-def measure(make_step, buffers, indices: Sequence[int], rank: int, device, rounds: int,
+def measure(make_step, buffers, indices: Sequence[int], comm, device, rounds: int,
             warmup: int = 1, budget_s: Optional[float] = None, max_rounds: int = 30,
             on_round: Optional[Callable[[int, int], None]] = None,
             before_round: Optional[Callable[[int], None]] = None) -> list[ProfilePoint]:
     """Time each of ``buffers[k]`` for k in ``indices`` (see the module's docstring), with
-    ``make_step(buffers)`` the emulator the replay uses.
+    ``make_step(buffers)`` the emulator the replay uses, ``comm`` this rank's
+    :class:`~.comm.Comm`.
 
     ``rounds`` timed rounds after ``warmup``; with ``budget_s``, as many more rounds (up to
     ``max_rounds``) as fit in that many seconds after the first, agreed by all ranks.
@@ -62,6 +62,7 @@ def measure(make_step, buffers, indices: Sequence[int], rank: int, device, round
     step = make_step(pool)
     samples: dict[int, list[float]] = {k: [] for k in indices}
     queued: dict[int, list[float]] = {k: [] for k in indices}
+    rank = comm.rank
     total = warmup + rounds
     r = 0
     while r < total:
@@ -83,13 +84,13 @@ def measure(make_step, buffers, indices: Sequence[int], rank: int, device, round
             for j, k in enumerate(order, 1):
                 queued[k].append(times.end_ms[j] - times.start_ms[j])
         if budget_s is not None and r == warmup:  # every rank agrees on the slowest round
-            per_round = slowest([time.perf_counter() - started], device)[0]
+            per_round = slowest([time.perf_counter() - started], comm, device)[0]
             extra = int(budget_s / max(per_round, 1e-3))
             total = max(total, min(warmup + max_rounds, warmup + 1 + extra))
         r += 1
         if on_round is not None:
             on_round(r, total)
-    flat = slowest([t for k in indices for t in samples[k] + queued[k]], device)
+    flat = slowest([t for k in indices for t in samples[k] + queued[k]], comm, device)
     result, at = [], 0
     for k in indices:
         n = len(samples[k])

@@ -164,7 +164,7 @@ def plan_chrome_trace(plan, backward_names: list[tuple[str, float]]) -> dict:
         names = plan.tensor_names(b.index) or ["?"]
         events.append(complete_event(
             f"bucket {b.index} ({format_size(b.nbytes)})", b.start_ms, b.duration_ms, 1, 2,
-            "allreduce", {"tensors": len(b.members), "bytes": b.nbytes, "ready_ms": b.ready_ms,
+            b.collective.value, {"tensors": len(b.members), "bytes": b.nbytes, "ready_ms": b.ready_ms,
                           "first": names[0], "last": names[-1]}))
     return chrome_trace(events, {(1, 1): "compute (predicted)", (1, 2): "all-reduce (predicted)"},
                         {1: f"tracecli plan: {plan.strategy}"})

@@ -99,7 +99,7 @@ INVALID = [  # (id, change, words the message names)
     ("bucket not object", lambda d: d["buckets"].__setitem__(0, ["/l2/W"]), ["bucket 0 must list"]),
     ("bucket repeats", lambda d: d["buckets"][0]["tensors"].append("/l2/W"), ["bucket 0 repeats a gradient"]),
     ("collective", lambda d: d["buckets"][0].update(collective="reducescatter"),
-     ["bucket 0: collective must be allreduce, or allgather of one gradient"]),
+     ["bucket 0: collective must be allreduce or reduce_scatter, or allgather of one gradient"]),
     ("allgather of many", lambda d: d["buckets"][0].update(collective="allgather"), ["allgather of one"]),
     ("gradient in no bucket", lambda d: d["buckets"][0]["tensors"].pop(), ["some gradients are in no bucket"]),
     ("forward missing", lambda d: d["compute"].pop("forward_ms"), ["compute.forward_ms must be a number"]),

@@ -78,6 +78,22 @@ def test_replay_plan_file_and_table(tmp_path):
     assert doc["predicted"]["iteration_ms"] == pytest.approx(saved["predicted"]["iteration_ms"])
 
 
+def test_replay_runs_a_reduce_scatter_bucket_for_real(tmp_path):
+    """A plan file whose first bucket is a reduce-scatter (as sharded data parallelism plans
+    them): gloo runs reduce_scatter_tensor and every rank's shard of the sum is checked."""
+    plan = tmp_path / "plan.json"
+    assert run("plan-buckets", VGG, "--max-bytes", "64MiB", "--gpus", "2", "--network", "10gbe",
+               "--out", plan).exit_code == 0
+    doc = json.loads(plan.read_text())
+    doc["buckets"][0]["collective"] = "reduce_scatter"
+    plan.write_text(json.dumps(doc))
+    report = replay_json("--plan", plan, "--gpus", "2", "--iters", "1", "--warmup", "0",
+                         "--network", "10gbe")
+    check_report(report)
+    assert report["buckets"][0]["collective"] == "reduce_scatter"
+    assert report["replay"]["buffers"][0]["collective"] == "reduce_scatter"
+
+
 def test_calibrate_profile_feeds_plan_buckets(tmp_path):
     profile = tmp_path / "cal.json"
     result = run("calibrate", "--gpus", "2", "--max-size", "4MiB", "--points", "5", "--iters", "3",

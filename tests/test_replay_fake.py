@@ -151,3 +151,24 @@ def test_a_failing_rank_raises_its_own_error_and_frees_the_others():
 
     with pytest.raises(ValueError, match="rank 1 broke"):
         run_fake(small_job(2), Broken(2, timeout_s=20))
+
+
+@pytest.mark.parametrize("world", [2, 3, 4])
+def test_reduce_scatter_buckets_hold_each_ranks_shard_of_the_sum(world):
+    """A reduce-scatter bucket (its row in buckets.KINDS): the input is the whole bucket,
+    padded to a multiple of the ranks; each rank's output is its shard of the sum."""
+    from dataclasses import replace
+
+    job = small_job(world)
+    fixed = FixedPlan(((0, 1), (2,), (3,)), "fixed", (CollectiveKind.REDUCE_SCATTER, ALL_REDUCE,
+                                                      CollectiveKind.REDUCE_SCATTER))
+    run = run_fake(replace(job, fixed=fixed), world)
+    assert run.verified
+    infos = [b for b in run.buffers if b.collective is CollectiveKind.REDUCE_SCATTER]
+    assert len(infos) == 2 and all(b.elements % world == 0 for b in infos)
+    from tracecli.replay.buckets import BucketBuffer
+
+    buf = BucketBuffer(4096 + 4, "float32", CollectiveKind.REDUCE_SCATTER, world, "cpu")
+    buf.fill(1 % world)
+    buf.output.fill_(0)
+    assert not buf.verify()  # an output that is not the shard is caught

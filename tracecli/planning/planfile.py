@@ -30,7 +30,8 @@ REPLAYABLE_DTYPES = ("float32", "float16", "bfloat16", "float64", "half", "float
 
 
 # What a bucket of a plan file may carry, and which of those must hold one gradient.
-PLAN_COLLECTIVES = {CollectiveKind.ALL_REDUCE: False, CollectiveKind.ALL_GATHER: True}
+PLAN_COLLECTIVES = {CollectiveKind.ALL_REDUCE: False, CollectiveKind.ALL_GATHER: True,
+                    CollectiveKind.REDUCE_SCATTER: False}
 
 
 class PlanFile(NamedTuple):
@@ -152,7 +153,8 @@ def load_plan_file(path: str | Path) -> PlanFile:
             raise bad(f"bucket {k} repeats a gradient")
         collective = _collective(b.get("collective", CollectiveKind.ALL_REDUCE.value))
         if collective is None or (PLAN_COLLECTIVES[collective] and len(members) != 1):
-            raise bad(f"bucket {k}: collective must be allreduce, or allgather of one gradient")
+            raise bad(f"bucket {k}: collective must be allreduce or reduce_scatter, or allgather "
+                      "of one gradient")
         seen |= set(members)
         buckets.append(members)
         collectives.append(collective)

@@ -38,6 +38,9 @@ class Comm(Protocol):
                                async_op: bool = False) -> Optional[Work]:
         """``out``: every rank's ``inp``, in rank order."""
 
+    def reduce_scatter_tensor(self, out: torch.Tensor, inp: torch.Tensor,
+                              async_op: bool = False) -> Optional[Work]: ...
+
     def broadcast(self, tensor: torch.Tensor, src: int) -> None:
         """In place: rank ``src``'s ``tensor`` on every rank."""
 
@@ -63,6 +66,9 @@ class TorchComm:
 
     def all_gather_into_tensor(self, out, inp, async_op=False):
         return dist.all_gather_into_tensor(out, inp, group=self.group, async_op=async_op)
+
+    def reduce_scatter_tensor(self, out, inp, async_op=False):
+        return dist.reduce_scatter_tensor(out, inp, group=self.group, async_op=async_op)
 
     def broadcast(self, tensor, src):
         dist.broadcast(tensor, src=src, group=self.group)

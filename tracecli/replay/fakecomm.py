@@ -115,6 +115,12 @@ class FakeComm:
         out.copy_(torch.cat(parts))
         return Done() if async_op else None
 
+    def reduce_scatter_tensor(self, out, inp, async_op=False):
+        parts = self._world.exchange(self.rank, "reduce_scatter", inp.clone(), _bytes(inp))
+        n = out.numel()
+        out.copy_(torch.stack(parts).sum(0)[self.rank * n:(self.rank + 1) * n])
+        return Done() if async_op else None
+
     def broadcast(self, tensor, src):
         parts = self._world.exchange(self.rank, f"broadcast:{src}", tensor.clone(), _bytes(tensor))
         tensor.copy_(parts[src])

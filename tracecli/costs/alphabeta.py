@@ -70,7 +70,18 @@ class AlphaBeta:
         return Topology.flat(self.gpus)
 
     def linear(self, kind: CollectiveKind) -> Linear:
-        """``(latency_ms, ms_per_byte)`` of ``kind`` on these ranks."""
+        """``(latency_ms, ms_per_byte)`` of ``kind`` on these ranks (worked out once a kind:
+        timelines ask for every bucket)."""
+        lines = self.__dict__.get("_lines")
+        if lines is None:
+            lines = {}
+            object.__setattr__(self, "_lines", lines)  # a cache, not a field: frozen stays true
+        line = lines.get(kind)
+        if line is None:
+            line = lines[kind] = self._linear(kind)
+        return line
+
+    def _linear(self, kind: CollectiveKind) -> Linear:
         p = self.gpus
         if p <= 1:
             return Linear(self.launch_us / 1000.0, 0.0)
@@ -79,7 +90,8 @@ class AlphaBeta:
         return Linear(latency, row.traffic(p) / (self.bandwidth_gbps * 1e9) * 1000.0)
 
     def time_ms(self, kind: CollectiveKind, nbytes: float, queued: bool = False) -> float:
-        return self.linear(kind).at(nbytes)
+        latency_ms, ms_per_byte = self.linear(kind)
+        return latency_ms + ms_per_byte * nbytes
 
     def basis(self, kind: CollectiveKind, nbytes: float) -> Optional[str]:
         return None

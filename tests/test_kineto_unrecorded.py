@@ -86,3 +86,27 @@ def test_sizes_option_fills_it_too(lone):
     result = run("plan-buckets", lone, "--sizes", str(KINETO / f"{CASE}.sizes.json"))
     assert result.exit_code == 0, result.output
     assert "left out" not in result.stderr and "9 gradients (190.4 KiB)" in result.stdout
+
+
+def test_collective_sizes_only_on_the_cpu_op_still_match_ddp():
+    """Issue 17 item 2. ``mlp_cpu_sizes`` is ``mlp_default`` (real, torch 2.13, gloo) with the
+    smallest edit: ``Input Dims``/``Input type`` removed from the ``gloo:all_reduce`` events
+    (what ran, as a pre-2.2 NCCL kernel carries no collective args), so sizes are only on
+    the launching CPU op ``c10d::allreduce_`` (a ``TensorList``). torch's answers are
+    ``mlp_default``'s, copied."""
+    trace = load_trace(KINETO / "mlp_cpu_sizes.json.gz")
+    grads = [c for c in trace.collectives() if c.purpose == "gradients"]
+    assert [c.elements for c in grads if c.step == trace.step.index] == \
+        [b // 4 for b in torch_sizes("mlp_cpu_sizes")]
+    observed = plan_trace(trace, "observed", StrategyOptions(), ComputeRequest(),
+                          CostRequest()).plan
+    assert [set(b.members) for b in observed.buckets] == torch_buckets("mlp_cpu_sizes")
+    assert [b.nbytes for b in observed.buckets] == torch_sizes("mlp_cpu_sizes")
+
+
+def test_pre_2_2_sizes_on_the_op_inside_the_launch():
+    from tracecli.parsers.kineto_collectives import sized
+
+    assert sized({"Input Dims": [[394241]], "Input type": ["float"]}) == (394241, "float32")
+    assert sized({"Input Dims": [[[112], [226960]], []], "Input type": ["TensorList", ""]}) \
+        == (227072, None)

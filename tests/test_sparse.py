@@ -93,3 +93,30 @@ def test_replay_runs_the_allgather(tmp_path):
     assert doc["replay"]["verified"] is True
     gathered = [b for b in doc["replay"]["buffers"] if b["collective"] == "allgather"]
     assert len(gathered) == 1 and gathered[0]["elements"] == 30000 * 128
+
+
+ALBERT = SPARSE / "albert_tf.txt"
+
+
+def test_early_index_preparation_does_not_place_the_embedding_first():
+    """An ALBERT-style list (hand-written after TF2 Keras' ALBERT encoder under SGD with
+    momentum): the word embeddings' update scope prepares its indices (``update/Unique``,
+    ``Shape``, ``strided_slice`` of the token ids) at the very start of the step, while the
+    gradient is consumed by ``UnsortedSegmentSum``/``ResourceSparseApplyKerasMomentum`` after
+    the whole backward pass. The token embedding is ready last, as TensorFlow made it."""
+    doc = inspect(ALBERT)
+    names = [g["name"] for g in doc["gradients"]]
+    assert names[-1] == "word_embeddings/embeddings:0"
+    embedding = by_name(doc)["word_embeddings/embeddings:0"]
+    assert embedding["ready_source"] == "update" and embedding["sparse"] is True
+    assert embedding["backward_position"] == doc["readiness"]["backward_ops"]
+    assert names[0] == "classifier/bias:0"
+
+
+def test_update_is_linked_to_the_op_consuming_the_gradient():
+    from tracecli.model import EdgeKind
+    from tracecli.parsers import load
+
+    trace = load(str(ALBERT))
+    update = trace.links_of_kind(EdgeKind.UPDATE)["v0"]
+    assert trace.op(update[0]).name == "SGD/SGD/update/UnsortedSegmentSum"

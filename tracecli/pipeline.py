@@ -24,7 +24,7 @@ from .costs.alphabeta import DEFAULT_NETWORK
 from .planning import STRATEGIES, PlanInput, StrategyOptions, compare, make_plan
 from .planning.asrun import MeasuredBucket, as_run_plan, as_run_prediction
 from .planning.base import FixedPlan, Grad
-from .planning.inputs import plan_input
+from .planning.inputs import left_out_notice, plan_input
 from .planning.plan import BucketPlan, CompareRow
 
 __all__ = ["ComputeRequest", "CostRequest", "Planned", "plan_trace", "compare_trace",
@@ -180,7 +180,9 @@ def _cost(trace: Trace, cost: Union[CostModel, CostRequest]) -> tuple[CostModel,
 def prepare(trace: Trace, compute: ComputeRequest, cost: Union[CostModel, CostRequest]) -> Planned:
     model, notices = _cost(trace, cost)
     ready, profile, inp = inputs(trace, compute)
-    return Planned(trace, ready, profile, inp, model, notices=tuple(notices))
+    left_out = left_out_notice(inp)
+    return Planned(trace, ready, profile, inp, model,
+                   notices=tuple(notices) + ((left_out,) if left_out else ()))
 
 
 def as_run(trace: Trace, compute: ComputeRequest, cost: Union[CostModel, CostRequest]) -> Planned:

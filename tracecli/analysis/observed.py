@@ -75,6 +75,8 @@ def observed_run(trace: Trace, ready: Readiness) -> ObservedRun:
             buckets.append(ObservedBucket(c, None, "follows an unmatched all-reduce"))
             continue
         key = c.dtype if by_sizes else None
+        if by_sizes and key is None and len(queues) == 1:  # the trace gives no dtype: its
+            key = next(iter(queues))                        # gradients' one dtype
         queue, front = queues.get(key, []), fronts.get(key, 0)
         end = front
         while end < len(queue) and ready_at[queue[end]] <= c.launch_ms + _SLACK_MS:

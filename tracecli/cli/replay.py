@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from .. import launch
-from ..pipeline import replay_inputs, replay_job
+from ..pipeline import left_out_notice, replay_inputs, replay_job
 from ..results import DryRunResult, ReplayResult
 from ..session import STATE_DIR
 from .group import cli
@@ -71,6 +71,7 @@ def replay(ctx, trace, fmt, sizes, step, plan_file, iters, warmup, baseline, dry
         path, fmt, sizes, step, _ = trace_args(ctx, trace, fmt, sizes, step, "replaying")
         t = load_trace(path, fmt, sizes, step, quiet=output.as_json or quiet)
         inp, fixed = replay_inputs(t, kw["strategy"], compute_from(kw), world)
+        say(left_out_notice(inp))
     job = replay_job(inp, kw["strategy"], options, cost_from(kw, world), iters, warmup, fixed,
                      baseline)
     ready, backend_notice = launch.replay_launch(job, asked, kw["oversubscribe"], plan_file)

@@ -80,11 +80,22 @@ def _shape(event: Event) -> tuple[Optional[tuple[int, ...]], Optional[str]]:
     args = event.args or {}
     dims, types = args.get("Input Dims"), args.get("Input type")
     shape = None
+    if isinstance(types, list) and types and types[0] == "":
+        return None, None  # no tensor: the gradient arrived undefined (see _UNDEFINED)
     if isinstance(dims, list) and dims and isinstance(dims[0], list) \
             and all(isinstance(d, int) for d in dims[0]):
         shape = tuple(dims[0])
     dtype = torch_dtype(types[0]) if isinstance(types, list) and types else None
     return shape, dtype
+
+
+# An AccumulateGrad whose input is no tensor (``Input Dims [[]]``, ``Input type ['']``):
+# autograd ran the parameter's accumulator with an undefined gradient, as it does when an
+# optimizer fused into backward (TorchRec's FBGEMM embedding tables) updates the parameter
+# itself and returns no gradient. DDP still all-reduces zeros in its place.
+_UNDEFINED = ("its AccumulateGrad recorded no tensor (Input type ''): the gradient arrived "
+              "undefined, as from an optimizer fused into backward (TorchRec's embedding "
+              "tables); pass the parameter sidecar with --sizes FILE to give its size")
 
 
 def _gradient_tensors(path: str, events: list[Event]) -> list[Tensor]:
@@ -118,6 +129,7 @@ def name_gradients(tensors: list[Tensor], variables: Sequence, sizes_path: str) 
         side[(tuple(v.shape), v.dtype)].append(v)
     named = list(tensors)
     shared, missing = [], []
+    unknown = by_sig.pop((None, None), [])
     for sig, members in by_sig.items():
         candidates = side.get(sig, [])
         if len(members) == 1 and len(candidates) == 1:
@@ -128,8 +140,9 @@ def name_gradients(tensors: list[Tensor], variables: Sequence, sizes_path: str) 
             shared.append((sig, len(members), len(candidates)))
         else:
             missing.append(sig)
-    count = sum(1 for a, b in zip(named, tensors) if a is not b)
-    note = f"names from {sizes_path}: {count} of {len(tensors)} gradients"
+    filled = _fill_unrecorded(named, unknown, by_sig, side) if unknown else ""
+    count = sum(1 for a, b in zip(named, tensors) if a.name != b.name)
+    note = f"names from {sizes_path}: {count} of {len(tensors)} gradients" + filled
     if shared:
         (shape, dtype), n, m = max(shared, key=lambda s: s[1])
         left = sum(n for _, n, _ in shared)
@@ -144,6 +157,32 @@ def name_gradients(tensors: list[Tensor], variables: Sequence, sizes_path: str) 
     if extra > 0:
         note += f"; {extra} parameters of the sidecar have no gradient in this step (unused or frozen)"
     return named, note
+
+
+def _fill_unrecorded(named: list[Tensor], unknown: list[int], by_sig: dict, side: dict) -> str:
+    """Gradients whose AccumulateGrad recorded no tensor take the sidecar's parameters that
+    no recorded gradient accounts for, when those all have one shape and dtype (a name too
+    when there is one of each); else they stay unknown. Returns what was done."""
+    left = [v for sig, params in side.items() for v in params[len(by_sig.get(sig, ())):]]
+    sigs = {(tuple(v.shape), v.dtype) for v in left}
+    if len(left) != len(unknown) or len(sigs) != 1:
+        return (f"; {len(unknown)} recorded no tensor and the sidecar leaves {len(left)} "
+                "parameters no recorded gradient accounts for: their sizes stay unknown")
+    for k, v in zip(unknown, left):
+        t = named[k]
+        nbytes = math.prod(v.shape) * DTYPE_BYTES[v.dtype] if v.dtype in DTYPE_BYTES else None
+        name, layer, index = t.name, None, None
+        if len(left) == 1:
+            name = v.name
+            layer = v.name.rsplit(".", 1)[0] if "." in v.name else None
+            index = v.index
+        named[k] = t._replace(name=name, layer=layer, index=index, shape=tuple(v.shape),
+                              dtype=v.dtype, nbytes=nbytes)
+    v = left[0]
+    return (f"; {len(unknown)} recorded no tensor and took the size of the sidecar's "
+            f"{'only parameter' if len(left) == 1 else str(len(left)) + ' parameters'} no "
+            f"recorded gradient accounts for ({v.name if len(left) == 1 else 'e.g. ' + v.name} "
+            f"[{','.join(map(str, v.shape))}] {v.dtype})")
 
 
 def _ops(threads, step: Step, grads: list[tuple[Thread, int]]) -> tuple[list[Op], dict]:
@@ -244,7 +283,7 @@ def build(path: str, ev: KinetoEvents, step_wanted: Optional[int] = None,
     note = None
     if variables is not None:
         tensors, note = name_gradients(tensors, variables, sizes_path or "the sidecar")
-        if variables and all(t.index is None for t in tensors) and tensors[0].shape is not None:
+        if variables and all(t.index is None for t in tensors) and any(t.shape is not None for t in tensors):
             raise SizesError(sizes_path, 1, f"no parameter matches a gradient of {path} by shape "
                              "and dtype; pass the sidecar of this model with --sizes")
     ops, where = _ops(threads, step, grads)
@@ -261,11 +300,16 @@ def build(path: str, ev: KinetoEvents, step_wanted: Optional[int] = None,
         None if window is None else (window[1] - step.ts) / 1000.0,
         sum(updates) if updates else None, tuple(s.label for s in steps), world.get("world_size"))
     shapes = any(t.shape is not None for t in tensors)
+    unrecorded = [t.name for t, (th, i) in zip(tensors, grads)
+                  if t.nbytes is None and _shape(th.events[i])[0] is None and shapes]
     which = "the last with a backward pass" if step_wanted is None else "--step"
     notes = [f"step: {step.label} ({which}; the trace holds {len(steps)}: "
              f"{', '.join(s.label for s in steps[:8])}{', ...' if len(steps) > 8 else ''})"]
     if world:
         notes.append("distributed: " + ", ".join(f"{k} {v}" for k, v in world.items()))
+    if unrecorded:
+        notes.append(f"shapes: recorded for {len(tensors) - len(unrecorded)} of {len(tensors)} "
+                     f"gradients; {len(unrecorded)} unknown (e.g. {unrecorded[0]}; see sizes: below)")
     if note:
         notes.append(note)
     elif tensors and shapes:
@@ -276,5 +320,6 @@ def build(path: str, ev: KinetoEvents, step_wanted: Optional[int] = None,
                      sizes=sizes_path if variables is not None else None)
     abilities = Abilities(ReadinessMethod.RECORDED, ComputeSource.MEASURED, VariableOrder.INDEX,
                           f"recorded: a gradient is ready when its AccumulateGrad ends ({step.label})",
-                          sizes_hint=SIZES_HINT)
+                          sizes_hint=f"{len(unrecorded)} of {len(tensors)} gradients have "
+                          f"no recorded shape: {_UNDEFINED}" if unrecorded else SIZES_HINT)
     return Trace.build(path, FORMAT, ops, tensors, (), meta, abilities, ran, info)

@@ -74,11 +74,51 @@ class Launch:
             self.dtype = torch_dtype(args.get("dtype"))
             self.group_size = args.get("Group size")
         else:
-            dims = args.get("Input Dims")
-            if isinstance(dims, list) and dims and isinstance(dims[0], list) and dims[0] \
-                    and all(isinstance(t, list) for t in dims[0]):
-                self.elements = sum(math.prod(t) for t in dims[0])
+            self.elements, self.dtype = sized(args)
+        if self.elements is None or self.dtype is None:  # pre-2.2: on an op inside it
+            for j in range(i + 1, len(thread.events)):
+                inner = thread.events[j]
+                if inner.ts >= e.end:
+                    break
+                if inner.name.startswith("nccl:") or inner.name == "record_param_comms":
+                    elements, dtype = sized(inner.args or {})
+                    self.elements = self.elements if self.elements is not None else elements
+                    self.dtype = self.dtype or dtype
         self.run: Optional[Event] = None
+
+
+def sized(args: dict) -> tuple[Optional[int], Optional[str]]:
+    """Elements and dtype of a launch's first argument from ``Input Dims``/``Input type``:
+    one tensor (``[[394241]]``, ``['float']``) or a ``TensorList`` (``[[[a], [b]]]``, the
+    coalesced calls, whose dtype the list does not say). Dims were checked when read."""
+    dims, types = args.get("Input Dims"), args.get("Input type")
+    if not (isinstance(dims, list) and dims and isinstance(dims[0], list) and dims[0]):
+        return None, None
+    first = dims[0]
+    if all(isinstance(t, list) for t in first):
+        return sum(math.prod(t) for t in first), None
+    if all(isinstance(d, int) for d in first):
+        dtype = torch_dtype(types[0]) if isinstance(types, list) and types else None
+        return math.prod(first), dtype
+    return None, None
+
+
+def _kernel_dtype(name: str) -> Optional[str]:
+    """The dtype an NCCL kernel's name ends with (``ncclKernel_AllReduce_RING_LL_Sum_float``).
+
+    >>> _kernel_dtype("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long)")
+    'float32'
+    """
+    base = name.split("(", 1)[0]
+    suffix = base.rsplit("_", 1)[-1] if "_" in base else ""
+    return _KERNEL_DTYPES.get(suffix)
+
+
+_KERNEL_DTYPES = {"float": "float32", "double": "float64", "half": "float16", "bf16": "bfloat16",
+                  "int8_t": "int8", "uint8_t": "uint8", "int32_t": "int32", "uint32_t": "uint32",
+                  "int64_t": "int64", "uint64_t": "uint64", "i8": "int8", "u8": "uint8",
+                  "i32": "int32", "i64": "int64", "f16": "float16", "f32": "float32",
+                  "f64": "float64"}
 
 
 def launches(threads: dict[Any, Thread]) -> list[Launch]:
@@ -154,8 +194,12 @@ def pair_runs(launches: list[Launch], ev: KinetoEvents, threads: dict[Any, Threa
                 dims = args.get("Input Dims")
                 if isinstance(dims, list) and dims and isinstance(dims[0], list):
                     l.elements = math.prod(dims[0])
-        elif l.run is not None and l.dtype is None:
-            l.dtype = torch_dtype((l.run.args or {}).get("dtype"))
+        elif l.run is not None:
+            args = l.run.args or {}
+            if l.dtype is None:
+                l.dtype = torch_dtype(args.get("dtype")) or _kernel_dtype(l.run.name)
+            if l.elements is None and isinstance(args.get("In msg nelems"), int):
+                l.elements = args["In msg nelems"]
 
 
 def purpose(l: Launch, backward: Optional[tuple[float, float]]) -> str:

@@ -131,6 +131,7 @@ def _kept_args(name: str, args: Any, path: str, line: int) -> Optional[dict]:
             return None
         raise TraceFormatError(path, line, "\"args\" must be an object")
     if "Collective name" in args or name.startswith(("c10d::", "gloo:", "nccl:")) \
+            or name == "record_param_comms" \
             or "AccumulateGrad" in name:
         kept = {k: args[k] for k in COMM_ARGS + _SHAPE_ARGS if k in args}
         if "Input Dims" in kept:
@@ -201,6 +202,12 @@ def read_events(stream: BinaryIO, path: str,
                         if isinstance(args, dict) and k in args} or None
                 if kept and "correlation" in kept:
                     _key(kept["correlation"], path, line, "correlation")
+                for key in ("In msg nelems", "Out msg nelems", "Group size"):
+                    v = (kept or {}).get(key)
+                    if v is not None and (isinstance(v, bool) or not isinstance(v, int)
+                                          or not 0 <= v <= MAX_DIM):
+                        raise TraceFormatError(path, line, f"\"{key}\" must be a non-negative "
+                                               f"integer, not {excerpt(repr(v))}")
                 kernels.append(Event(name, cat, tid, ts, dur, line, kept))
             else:
                 host.append(Event(name, cat, tid, ts, dur, line,

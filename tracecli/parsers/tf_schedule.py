@@ -283,16 +283,37 @@ class _Produced:
         return found
 
 
+def _consumes_gradient(name: str) -> bool:
+    """An update op that takes the gradient itself: the apply (``ResourceApplyAdam``,
+    ``ResourceSparseApplyKerasMomentum``, ``ResourceScatterAdd``) or the
+    ``UnsortedSegmentSum`` that sums a sparse gradient's slices. An update scope's
+    index-preparation ops (``Unique``, ``strided_slice``, ``Shape`` of the token ids) run as
+    soon as the ids exist, often at the very start of the step, and say nothing about when
+    the gradient was ready.
+
+    >>> _consumes_gradient("SGD/SGD/update/Unique"), _consumes_gradient("SGD/SGD/update/UnsortedSegmentSum")
+    (False, True)
+    """
+    last = name[name.rfind("/") + 1:]
+    base = split_suffix(last)[0]
+    return "Apply" in base or "ResourceScatter" in base or base == "UnsortedSegmentSum"
+
+
 def _link(tensors: list[Tensor], indexed: list[Op]) -> list[Link]:
     """Variable -> all-reduce input -> output -> update. ``indexed``: the ops naming a
     variable index, in list order (gathered while parsing, so the list is walked once)."""
     links: list[Link] = []
     kinds = (OpKind.ALLREDUCE_INPUT, OpKind.ALLREDUCE, OpKind.ALLREDUCE_OUTPUT, OpKind.UPDATE)
     first: dict[OpKind, dict[int, Op]] = {kind: {} for kind in kinds}
+    update_kind_op = OpKind.UPDATE
+    consumer: dict[int, Op] = {}  # the update op that consumes gradient N (not index prep)
     for op in indexed:
         of_kind = first.get(op.kind)
         if of_kind is not None and op.index not in of_kind:
             of_kind[op.index] = op
+        if op.kind is update_kind_op and op.index not in consumer and _consumes_gradient(op.name):
+            consumer[op.index] = op
+    first[update_kind_op].update(consumer)
     handoffs, collectives, outputs, updates = (first[kind].get for kind in kinds)
     handoff, allreduce, update_kind = EdgeKind.HANDOFF, EdgeKind.ALLREDUCE, EdgeKind.UPDATE
     append, new = links.append, tuple.__new__  # Link(...) without its __new__ (fields checked above)

@@ -69,6 +69,8 @@ class PlanInput:
     backward_end_ms: float  # absolute: forward + backward
     update_ms: float = 0.0
     compute_source: str = ""
+    left_out: tuple[str, ...] = ()  # gradients of the trace not planned (sizes unknown)
+    left_out_why: str = ""
 
     def __post_init__(self):
         if not self.grads:

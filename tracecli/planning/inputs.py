@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 from ..analysis.compute import ComputeProfile
 from ..analysis.readiness import Readiness
 from ..errors import PlanError
@@ -9,7 +11,7 @@ from ..model import OpKind, Trace, VariableOrder
 from .base import Grad
 from .plan import PlanInput
 
-__all__ = ["plan_input", "variable_order"]
+__all__ = ["plan_input", "variable_order", "left_out_notice"]
 
 
 def variable_order(trace: Trace) -> dict[str, int]:
@@ -36,8 +38,8 @@ def variable_order(trace: Trace) -> dict[str, int]:
 def plan_input(trace: Trace, ready: Readiness, profile: ComputeProfile,
                update_ms: float = 0.0) -> PlanInput:
     unknown = [g.name for g in ready.gradients if g.nbytes is None]
-    if unknown:
-        hint = trace.abilities.sizes_hint or "the trace does not record them"
+    hint = trace.abilities.sizes_hint or "the trace does not record them"
+    if unknown and len(unknown) == len(ready.gradients):
         raise PlanError(trace.path, None, f"sizes of {len(unknown)} gradients are unknown "
                         f"(e.g. {unknown[0]}): {hint}")
     if not ready.gradients:
@@ -50,6 +52,17 @@ def plan_input(trace: Trace, ready: Readiness, profile: ComputeProfile,
         Grad(g.name, g.nbytes, g.dtype or "float32",
              g.elements if g.elements is not None else g.nbytes // 4,
              times[min(g.backward_position, len(times) - 1)], order.get(g.tensor_id, i), g.sparse)
-        for i, g in enumerate(ready.gradients)
+        for i, g in enumerate(ready.gradients) if g.nbytes is not None
     )
-    return PlanInput(grads, profile.forward_ms, profile.backward_end_ms, update_ms, profile.source)
+    return PlanInput(grads, profile.forward_ms, profile.backward_end_ms, update_ms, profile.source,
+                     tuple(unknown), hint if unknown else "")
+
+
+def left_out_notice(inp: PlanInput) -> Optional[str]:
+    """What the reader of a plan must know about the gradients it leaves out."""
+    if not inp.left_out:
+        return None
+    total = len(inp.grads) + len(inp.left_out)
+    names = ", ".join(inp.left_out[:5]) + (", ..." if len(inp.left_out) > 5 else "")
+    return (f"planned {len(inp.grads)} of {total} gradients; left out {len(inp.left_out)} "
+            f"whose size is unknown ({names}): {inp.left_out_why}")

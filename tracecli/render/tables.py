@@ -108,8 +108,13 @@ def summary(trace: Trace, sizes: SizeReport) -> Text:
     hint = trace.abilities.sizes_hint
     if hint:
         known = sizes.parameters and sizes.parameter_bytes is not None
-        text.append("\nsizes: " + (trace.meta.sizes or ("recorded in the trace" if known
-                                                                 else f"unknown ({hint})")))
+        where = trace.meta.sizes or "recorded in the trace"
+        if not known and 0 < sizes.known < sizes.gradients:
+            text.append(f"\nsizes: known for {sizes.known} of {sizes.gradients} gradients "
+                        f"({where}); unknown for {sizes.gradients - sizes.known} ({hint})")
+        else:
+            text.append("\nsizes: " + (trace.meta.sizes or ("recorded in the trace" if known
+                                                                     else f"unknown ({hint})")))
     return text
 
 

@@ -49,6 +49,12 @@ INTENDED = [
      lambda cmd: cmd[0] == "export",
      lambda out: re.sub(rb'("layer": (?:null|"(?:[^"\\]|\\.)*"), )"rank": ', rb'\1"generation": ',
                         out.replace(b'attr.name="rank"', b'attr.name="generation"'))),
+    ("issue 17 item 5: an embedding's update link goes to the op that consumes its gradient "
+     "(UnsortedSegmentSum, op36), not its scope's first op (Unique, op35)",
+     lambda cmd: cmd[0] == "export" and cmd[1].endswith("embed_horovod.txt"),
+     lambda out: out.replace(b'{"source": "op34", "target": "op35", "kind": "update"}',
+                             b'{"source": "op34", "target": "op36", "kind": "update"}')
+     .replace(b'<edge source="op34" target="op35">', b'<edge source="op34" target="op36">')),
     ("issue 17 item 13: status lists only the options the remembered plan's strategy reads "
      "(the session's plan is a size plan: --max-bytes)",
      lambda cmd: cmd == ["status"],

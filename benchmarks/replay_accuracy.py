@@ -49,7 +49,7 @@ def one_pass(ranks_list, iters: int, warmup: int, backend_name: str, detail: boo
             for label, strategy, options in STRATEGIES:
                 job = ReplayJob(inp, strategy, options, None, "in-place calibration", iters, warmup,
                                 sweep=Sweep.covering(sum(g.nbytes for g in inp.grads)))
-                doc = run_replay(job, Launch(ranks, backend, 120.0))
+                doc = run_replay(job, Launch(ranks, backend, 120.0)).to_json()
                 errors.append(abs(doc["error_pct"]))
                 bucket_errors = [100.0 * (b["measured"]["duration_ms"] - b["duration_ms"]) / b["duration_ms"]
                                  for b in doc["buckets"] if b["duration_ms"] > 0]

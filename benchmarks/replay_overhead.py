@@ -50,7 +50,7 @@ def main() -> None:
         job = ReplayJob(inp, strategy, options, None, "in-place calibration", args.iters,
                         args.warmup, sweep=Sweep.covering(sum(g.nbytes for g in inp.grads)),
                         baseline=True)
-        doc = run_replay(job, Launch(args.ranks, backend, 120.0))
+        doc = run_replay(job, Launch(args.ranks, backend, 120.0)).to_json()
         print(f"# {name}: {len(doc['buckets'])} buckets on {args.ranks} ranks ({backend}), "
               f"{args.iters} iterations")
         print(f"{'bucket':>6} {'bytes':>10} {'started':>8} {'in replay':>10} {'same way':>9} "

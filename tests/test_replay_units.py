@@ -10,7 +10,7 @@ from tracecli.model import CollectiveKind
 from tracecli.planning import StrategyOptions, make_plan
 from tracecli.planning.base import Grad, PlanInput
 from tracecli.replay.jobs import ReplayJob, Sweep
-from tracecli.replay.report import percentile, replay_report
+from tracecli.replay.report import p90, replay_report
 from tracecli.replay.runs import RankResult, ReplayRun, StepTimes
 
 ALL_REDUCE, ALL_GATHER = CollectiveKind.ALL_REDUCE, CollectiveKind.ALL_GATHER
@@ -55,9 +55,10 @@ def test_sweep_sizes_are_log_spaced_and_aligned():
     assert Sweep(min_bytes=4096, max_bytes=4096, points=5).sizes() == [4096]
 
 
-def test_percentile():
-    assert percentile([5.0], 90) == 5.0
-    assert percentile([1.0, 2.0, 3.0, 4.0, 5.0], 50) == 3.0
+def test_p90():
+    assert p90([5.0]) == 5.0
+    assert p90([1.0, 2.0, 3.0, 4.0, 5.0]) == pytest.approx(4.6)
+    assert p90([float(i) for i in range(1, 11)]) == pytest.approx(9.1)
 
 
 torch = pytest.importorskip("torch", reason="buffer patterns need torch")
@@ -119,7 +120,7 @@ def test_replay_report_takes_the_slowest_rank_and_medians():
 
     ranks = (RankResult(0, (iteration(30.0, 0.0), iteration(32.0, 0.0), iteration(40.0, 0.0))),
              RankResult(1, (iteration(31.0, 0.5), iteration(31.0, 0.5), iteration(39.0, 0.5))))
-    run = ReplayRun(ranks, True, job.cost, None, plan, "cpu", "gloo", 2, (0.5, 0.5, 0.5, 0.5), ())
+    run = ReplayRun(ranks, True, None, plan, "cpu", "gloo", 2, (0.5, 0.5, 0.5, 0.5), ())
     report = replay_report(job, run)
     assert report.verified and report.measured.buckets[0].overhead_pct == pytest.approx(100.0)
     doc = report.to_json()
@@ -270,8 +271,8 @@ def synthetic_report(scale: float = 1.0, bare: bool = False):
     times = StepTimes(max(ends[-1], plan.timeline.iteration_ms) * 1.05,
                       tuple(b.ready_ms for b in buckets), starts, ends)
     job = ReplayJob(inp, "size", StrategyOptions(max_bytes=32 << 10), plan.cost, "10gbe", 3, 1)
-    run = ReplayRun((RankResult(0, (times,) * 3), RankResult(1, (times,) * 3)), True, plan.cost,
-                    None, plan, "cpu (2 cores)", "gloo", 2,
+    run = ReplayRun((RankResult(0, (times,) * 3), RankResult(1, (times,) * 3)), True, None,
+                    plan, "cpu (2 cores)", "gloo", 2,
                     tuple(b.duration_ms for b in buckets) if bare else None, ())
     return replay_report(job, run)
 

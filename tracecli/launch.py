@@ -11,8 +11,7 @@ import os
 from typing import Optional
 
 from .errors import ReplayError
-from .pipeline import DEFAULT_NETWORK
-from .costs import CostModel, resolve_cost_model
+from .costs import DEFAULT_NETWORK, CostModel, resolve_cost_model
 
 __all__ = ["world_size", "plan_file_inputs", "replay_launch", "calibration_launch",
            "dry_run_cost", "verified_replay"]
@@ -22,7 +21,13 @@ def world_size(gpus: int) -> int:
     """The ranks a launch of ``gpus`` runs on: torchrun's world under torchrun, else ``gpus``."""
     from .replay.launcher import in_torchrun
 
-    return int(os.environ["WORLD_SIZE"]) if in_torchrun() else gpus
+    if not in_torchrun():
+        return gpus
+    text = os.environ["WORLD_SIZE"]
+    if not text.isdigit() or not 1 <= int(text) <= 1 << 20:
+        raise ReplayError(None, None, f"WORLD_SIZE={text[:20]!r} is not a rank count; torchrun "
+                          "sets it: run under torchrun or unset RANK, WORLD_SIZE, MASTER_ADDR")
+    return int(text)
 
 
 def plan_file_inputs(path: str):

@@ -18,11 +18,10 @@ from .analysis.readiness import Readiness
 from .analysis.shapes import infer_shapes
 from .errors import CalibrationError, PlanError
 from .model import ComputeSource, Trace
-from .costs import CostModel, fit_ring, fitted_model, monotone, read_profile, resolve_cost_model
-from .costs import trimmed_mean
-from .costs.alphabeta import DEFAULT_NETWORK
+from .costs import DEFAULT_NETWORK, CostModel, fit_ring, fitted_model, monotone, read_profile
+from .costs import resolve_cost_model, trimmed_mean
 from .planning import STRATEGIES, PlanInput, StrategyOptions, compare, make_plan
-from .planning.asrun import MeasuredBucket, as_run_plan, as_run_prediction
+from .planning.asrun import RunBucket, as_run_plan, as_run_prediction
 from .planning.base import FixedPlan, Grad
 from .planning.inputs import left_out_notice, plan_input
 from .planning.plan import BucketPlan, CompareRow
@@ -207,15 +206,15 @@ def as_run(trace: Trace, compute: ComputeRequest, cost: Union[CostModel, CostReq
     return Planned(trace, ready, profile, inp, model, plan, notices=tuple(notices), as_run=plan)
 
 
-def _measured(b, inp: PlanInput, members: tuple[int, ...]) -> MeasuredBucket:
+def _measured(b, inp: PlanInput, members: tuple[int, ...]) -> RunBucket:
     c = b.collective
     nbytes = c.nbytes if c.nbytes is not None else sum(inp.grads[i].nbytes for i in members)
     dtype = c.dtype or (inp.grads[members[0]].dtype if members else "float32")
-    return MeasuredBucket(members, nbytes, dtype, c.launch_ms, c.start_ms, c.end_ms)
+    return RunBucket(members, nbytes, dtype, c.launch_ms, c.start_ms, c.end_ms)
 
 
 def _bucket_level(trace: Trace, ready: Readiness, profile: ComputeProfile, run: ObservedRun,
-                  update: float) -> tuple[PlanInput, list[MeasuredBucket]]:
+                  update: float) -> tuple[PlanInput, list[RunBucket]]:
     """Without gradient sizes: one planning unit per as-run bucket (its all-reduce's size)."""
     times = profile.ready_times()
     grads, buckets = [], []
@@ -228,7 +227,7 @@ def _bucket_level(trace: Trace, ready: Readiness, profile: ComputeProfile, run: 
         at = max(times[min(ready.gradients[i].backward_position, len(times) - 1)] for i in b.members)
         label = f"bucket{k}({len(b.members)} grads: {first.name}..{last.name})"
         grads.append(Grad(label, c.nbytes, c.dtype or "float32", c.elements, at, k))
-        buckets.append(MeasuredBucket((k,), c.nbytes, c.dtype or "float32", c.launch_ms,
+        buckets.append(RunBucket((k,), c.nbytes, c.dtype or "float32", c.launch_ms,
                                       c.start_ms, c.end_ms))
     source = profile.source + "; gradients grouped by the run's buckets (sizes per gradient unknown)"
     inp = PlanInput(tuple(grads), profile.forward_ms, profile.backward_end_ms, update, source)

@@ -85,7 +85,7 @@ class PlanResult(Result):
     @property
     def plan_text(self) -> str:
         if self._text is None:
-            self._text = jsonout.dumps(jsonout.plan_doc(self.plan))
+            self._text = jsonout.dumps(self.plan.to_json())
         return self._text
 
     def json_text(self) -> str:

@@ -9,9 +9,10 @@ from typing import Optional
 import click
 
 from ..analysis.compute import DEVICES
+from ..costs import ALGORITHMS, DEFAULT_NETWORK, NETWORKS
 from ..parsers import FORMATS
-from ..pipeline import DEFAULT_GPUS, DEFAULT_NETWORK, ComputeRequest, CostRequest
-from ..costs import ALGORITHMS, NETWORKS
+from ..pipeline import DEFAULT_GPUS, ComputeRequest, CostRequest
+from ..replay.jobs import BACKENDS
 from .types import MS, Number, options
 
 __all__ = ["trace_argument", "load_options", "compute_options", "network_options",
@@ -71,7 +72,7 @@ ranks_option = click.option("--gpus", type=click.IntRange(2, 4096), default=2, s
                             help="Ranks to start (ignored under torchrun, which sets the world).")
 
 launch_options = options(
-    click.option("--backend", type=click.Choice(["auto", "nccl", "gloo"]), default="auto",
+    click.option("--backend", type=click.Choice(list(BACKENDS)), default="auto",
                  show_default=True, help="auto: NCCL when --gpus CUDA devices are visible, else gloo."),
     click.option("--timeout", type=Number(1, 86400, "s"), default=30.0, show_default=True,
                  help="Collective timeout, s; a hung or dead rank stops all ranks within it."),

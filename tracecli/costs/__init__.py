@@ -11,7 +11,8 @@ in one table (:mod:`.collectives`).
 from .alphabeta import ALGORITHMS, NETWORKS, AlphaBeta, Network
 from .collectives import KINDS, KindCost, bus_bandwidth_gbps
 from .fit import POOR_FIT_MAPE, POOR_FIT_R2, RingFit, fit_ring, monotone, trimmed_mean
-from .measured import Measured
+from .alphabeta import DEFAULT_NETWORK
+from .measured import MEASURED_KIND, Measured
 from .model import CostModel, Linear
 from .profile import CALIBRATION_FORMAT, CalibrationProfile, ProfilePoint, read_profile
 from .sources import fitted_model, profile_model, resolve_cost_model
@@ -19,7 +20,7 @@ from .topology import Topology
 
 __all__ = [
     "ALGORITHMS", "NETWORKS", "AlphaBeta", "Network", "KINDS", "KindCost", "bus_bandwidth_gbps",
-    "POOR_FIT_MAPE", "POOR_FIT_R2", "RingFit", "fit_ring", "monotone", "trimmed_mean", "Measured",
+    "POOR_FIT_MAPE", "POOR_FIT_R2", "RingFit", "fit_ring", "monotone", "trimmed_mean", "Measured", "MEASURED_KIND", "DEFAULT_NETWORK",
     "CostModel", "Linear", "CALIBRATION_FORMAT", "CalibrationProfile", "ProfilePoint",
     "read_profile", "fitted_model", "profile_model", "resolve_cost_model", "Topology",
 ]

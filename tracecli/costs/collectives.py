@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from typing import Callable, NamedTuple, Optional
 
+from ..errors import PlanError
 from ..model import CollectiveKind
 
 __all__ = ["KindCost", "KINDS", "kind_cost", "steps", "bus_bandwidth_gbps"]
@@ -53,8 +54,8 @@ def kind_cost(kind: CollectiveKind) -> KindCost:
     try:
         return KINDS[kind]
     except KeyError:
-        raise ValueError(f"no cost model for {getattr(kind, 'value', kind)} collectives; "
-                         "known: " + ", ".join(k.value for k in KINDS)) from None
+        raise PlanError(None, None, f"no cost model for {getattr(kind, 'value', kind)} "
+                        "collectives; known: " + ", ".join(k.value for k in KINDS)) from None
 
 
 def steps(kind: CollectiveKind, p: int, algorithm: str) -> float:

@@ -28,9 +28,9 @@ from .alphabeta import AlphaBeta
 from .model import Linear
 from .topology import Topology
 
-__all__ = ["Measured"]
+__all__ = ["Measured", "MEASURED_KIND"]
 
-_MEASURED_KIND = CollectiveKind.ALL_REDUCE  # what calibration and traces measure
+MEASURED_KIND = CollectiveKind.ALL_REDUCE  # what calibration and traces measure
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ class Measured:
         return replace(self, line=self.line.on(gpus))
 
     def time_ms(self, kind: CollectiveKind, nbytes: float, queued: bool = False) -> float:
-        if kind is not _MEASURED_KIND or not self.measured:
+        if kind != MEASURED_KIND or not self.measured:
             return self.line.time_ms(kind, nbytes)
         latency_ms, ms_per_byte = self.line.linear(kind)
         pts = self.queued_points if queued and self.queued_points else self.points
@@ -91,7 +91,7 @@ class Measured:
     def basis(self, kind: CollectiveKind, nbytes: float) -> Optional[str]:
         """``measured``, ``interpolated``, ``extrapolated``, or ``model`` when the points were
         taken on another rank count; ``None`` for kinds nothing measured."""
-        if kind is not _MEASURED_KIND or not self.points:
+        if kind != MEASURED_KIND or not self.points:
             return None
         if not self.measured:
             return "model"

@@ -16,7 +16,7 @@ from typing import Any, Optional, Sequence
 
 from ..errors import CalibrationError
 from ..jsonfile import finite_number, read_json
-from .fit import RingFit, fit_ring, monotone
+from .fit import fit_ring, monotone
 
 __all__ = ["CALIBRATION_FORMAT", "ProfilePoint", "CalibrationProfile", "read_profile",
            "MAX_ALPHA_US", "MIN_BANDWIDTH_GBPS", "MAX_BANDWIDTH_GBPS"]
@@ -142,8 +142,9 @@ def _points(path: str, raw) -> tuple[ProfilePoint, ...]:
         if isinstance(nbytes, bool) or not isinstance(nbytes, int) or not 0 < nbytes <= 1 << 50:
             raise CalibrationError(path, 1, f"point {k}: bytes must be a positive integer")
         mean = _ms(path, k, p.get("mean_ms", p.get("median_ms")))
+        median = _ms(path, k, p["median_ms"]) if "median_ms" in p else mean
         queued = p.get("queued_mean_ms")
-        found[nbytes] = ProfilePoint(nbytes, mean, mean,
+        found[nbytes] = ProfilePoint(nbytes, mean, median,
                                      queued_mean_ms=None if queued is None else _ms(path, k, queued))
     return tuple(found[n] for n in sorted(found))
 

@@ -1,14 +1,16 @@
 """The Trace: one training step as typed records and, on demand, a networkx graph.
 
-Op nodes and tensor nodes, each carrying its typed record (:class:`Op`, :class:`Tensor`)
-under the node attribute ``data``. Edges carry an :class:`EdgeKind`:
+Op, tensor and collective nodes, each carrying its typed record (:class:`Op`,
+:class:`Tensor`, :class:`Collective`: what a profiled run executed) under the node attribute
+``data``. Edges carry an :class:`EdgeKind`:
 
 - ``DATA``: op -> tensor it produces, tensor -> op that consumes it (forward ops, and the
   forward arrays a backward op retains);
 - ``GRADIENT``: backward/gradient op -> tensor whose gradient it produces;
 - ``BACKWARD_OF``: backward op -> the forward op it differentiates;
 - ``HANDOFF``, ``ALLREDUCE``, ``UPDATE``: the inferred chain of an op list,
-  parameter -> all-reduce input -> all-reduce output -> update op.
+  parameter -> all-reduce input -> all-reduce output -> update op;
+- ``LAUNCH``: the op that issued a collective -> that collective (profiler traces).
 
 A backward op that both reads a forward array and produces its gradient gives a 2-cycle,
 so the whole graph is not a DAG; its forward part is (the Chainer parser checks that).

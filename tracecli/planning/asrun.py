@@ -18,12 +18,12 @@ from .strategies import StrategyOptions
 from .strategies.observed import OBSERVED
 from .timeline import BucketTiming, Timeline, lower_bound
 
-__all__ = ["MeasuredBucket", "as_run_plan", "as_run_prediction", "AS_RUN"]
+__all__ = ["RunBucket", "as_run_plan", "as_run_prediction", "AS_RUN"]
 
 AS_RUN = OBSERVED.name
 
 
-class MeasuredBucket(NamedTuple):
+class RunBucket(NamedTuple):
     members: tuple[int, ...]  # gradient indices; () when the trace cannot say
     nbytes: int
     dtype: str
@@ -32,7 +32,7 @@ class MeasuredBucket(NamedTuple):
     end_ms: float
 
 
-def as_run_plan(inp: PlanInput, buckets: Sequence[MeasuredBucket], cost: CostModel,
+def as_run_plan(inp: PlanInput, buckets: Sequence[RunBucket], cost: CostModel,
                 notes: Sequence[str] = ()) -> BucketPlan:
     if not buckets:
         raise PlanError(None, None, "the run has no gradient all-reduce to show")

@@ -34,6 +34,10 @@ PLAN_COLLECTIVES = {CollectiveKind.ALL_REDUCE: False, CollectiveKind.ALL_GATHER:
                     CollectiveKind.REDUCE_SCATTER: False}
 
 
+_COLLECTIVES_TEXT = " or ".join(k.value for k, one in PLAN_COLLECTIVES.items() if not one) + \
+    ", or " + " or ".join(f"{k.value} of one gradient" for k, one in PLAN_COLLECTIVES.items() if one)
+
+
 class PlanFile(NamedTuple):
     inp: PlanInput
     fixed: FixedPlan  # its grouping, by gradient index, with each bucket's collective
@@ -153,8 +157,7 @@ def load_plan_file(path: str | Path) -> PlanFile:
             raise bad(f"bucket {k} repeats a gradient")
         collective = _collective(b.get("collective", CollectiveKind.ALL_REDUCE.value))
         if collective is None or (PLAN_COLLECTIVES[collective] and len(members) != 1):
-            raise bad(f"bucket {k}: collective must be allreduce or reduce_scatter, or allgather "
-                      "of one gradient")
+            raise bad(f"bucket {k}: collective must be {_COLLECTIVES_TEXT}")
         seen |= set(members)
         buckets.append(members)
         collectives.append(collective)

@@ -199,11 +199,6 @@ def _recorded(trace: Trace) -> dict:
     return extra
 
 
-def plan_doc(plan) -> dict:
-    """The ``plan-buckets --json`` document, also the plan file replay reads (DESIGN 5)."""
-    return plan.to_json()
-
-
 def compare_doc(rows) -> dict:
     """``--compare --json``: rows best first; a measured as-run row, when the trace has one,
     comes first and every row then says how it compares with it (``vs_as_run_pct``)."""

@@ -49,7 +49,8 @@ def replay_view(report: "ReplayReport", top: Optional[int] = None) -> Group:
     add_rows(table, shown, hidden, "bucket")
     summary = new_table("Iteration")
     lines = [["iteration ms", _ms(p.iteration_ms), _ms(m.iteration_ms),
-              _ms(m.iteration_p90_ms), f"{report.error_pct:+.1f}%"],
+              _ms(m.iteration_p90_ms),
+              f"{report.error_pct:+.1f}%" if report.error_pct is not None else "-"],
              ["exposed comm ms", _ms(p.exposed_comm_ms), _ms(m.exposed_comm_ms), "", ""]]
     iteration = value_columns(summary, ["", "predicted", "measured median", "measured p90",
                                         "error"], lines)

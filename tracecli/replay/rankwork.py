@@ -14,8 +14,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from ..costs import ProfilePoint, fit_ring, fitted_model, monotone
-from ..model import CollectiveKind
+from ..costs import MEASURED_KIND, ProfilePoint, fit_ring, fitted_model, monotone
 from .buckets import BucketBuffer
 from .emulator import CpuStep, CudaStep, fill, verify
 from .jobs import CalibrationJob, Launch, ReplayJob, Sweep
@@ -87,7 +86,7 @@ def _step(buffers, comm, device, backend: str):
 
 
 def _sweep_buffers(sizes, world: int, device) -> list[BucketBuffer]:
-    return [BucketBuffer(size, "float32", CollectiveKind.ALL_REDUCE, world, device) for size in sizes]
+    return [BucketBuffer(size, "float32", MEASURED_KIND, world, device) for size in sizes]
 
 
 def _calibrate(sweep: Sweep, comm, device, backend: str, launch: Launch,
@@ -101,7 +100,7 @@ def _calibrate(sweep: Sweep, comm, device, backend: str, launch: Launch,
 
 
 def _bare_loop(buffers, job: ReplayJob, comm, device, backend: str) -> list[float]:
-    """Median time of a plain blocking all-reduce of each bucket's buffer (slowest rank)."""
+    """Median time of a plain blocking run of each bucket's collective (slowest rank)."""
     result = []
     for buf in buffers:
         times = []
@@ -149,7 +148,7 @@ def _calibrate_in_place(job: ReplayJob, comm, device, backend: str, launch: Laun
     for _ in range(2):
         buffers = [BucketBuffer(b.nbytes, b.dtype, b.collective, world, device) for b in plan.buckets]
         wanted = [k for k, b in enumerate(buffers)
-                  if b.collective is CollectiveKind.ALL_REDUCE and b.nbytes not in points]
+                  if b.collective is MEASURED_KIND and b.nbytes not in points]
         if not wanted and points:
             break
         chosen = {buffers[k].nbytes: buffers[k] for k in wanted}  # one buffer a size
@@ -204,5 +203,5 @@ def _replay(job: ReplayJob, comm, device, backend: str, launch: Launch,
     baseline = _bare_loop(buffers, job, comm, device, backend) if job.baseline else None
     ok = slowest([0.0 if verified else 1.0], comm, device)[0] == 0.0
     return _gather(RankResult(rank, tuple(iterations)), comm, lambda parts: ReplayRun(
-        tuple(parts), ok, cost, calibration, plan, _device_name(device), backend, world,
+        tuple(parts), ok, calibration, plan, _device_name(device), backend, world,
         tuple(baseline) if baseline is not None else None, tuple(b.describe() for b in buffers)))

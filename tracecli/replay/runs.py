@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Optional
 
-from ..costs import CostModel, ProfilePoint
+from ..costs import ProfilePoint
 from ..model import CollectiveKind
 from ..planning.plan import BucketPlan
 
@@ -82,7 +82,6 @@ class ReplayRun:
 
     ranks: tuple[RankResult, ...]
     verified: bool  # every rank's every collective gave the exact result
-    cost: CostModel
     calibration: Optional[InPlaceCalibration]  # None: the job's own cost model
     plan: BucketPlan
     device: str

@@ -98,8 +98,12 @@ def trace_cost(trace: Trace, gpus: int, algorithm: str = "ring",
     for n, ms in points:
         by_size.setdefault(n, []).append(ms)
     measured = monotone((n, trimmed_mean(times)) for n, times in by_size.items())
-    return fitted_model("trace", fit, gpus, source + "; the run's own times per size where it "
-                        "measured them", measured, ranks, algorithm=algorithm, launch_us=launch_us,
+    if gpus == ranks:
+        source += "; the run's own times per size where it measured them"
+    else:
+        source += (f"; used on {gpus} ranks: the ring formula fitted on {ranks} ranks "
+                   "extrapolates, the run's own times do not apply")
+    return fitted_model("trace", fit, gpus, source, measured, ranks, algorithm=algorithm, launch_us=launch_us,
                         quality=quality), poor
 
 
@@ -126,6 +130,11 @@ def resolve_cost(trace: Optional[Trace], request: CostRequest,
     if not request.explicit and trace is not None:
         model, why = trace_cost(trace, gpus, request.algorithm, request.launch_us)
         if model is not None:
+            ranks = model.describe()["measured_on_gpus"]
+            if ranks != gpus:
+                notices.append(f"the trace's all-reduces ran on {ranks} ranks; predicting "
+                               f"{gpus} ranks extrapolates the line fitted to them (pass "
+                               f"--calibration measured on {gpus} ranks to rely on it)")
             return model, notices + ([why] if why else [])
         if why:
             notices.append(why + f"; using the {DEFAULT_NETWORK} preset (pass --network or "
@@ -185,8 +194,19 @@ def prepare(trace: Trace, compute: ComputeRequest, cost: Union[CostModel, CostRe
 
 
 def as_run(trace: Trace, compute: ComputeRequest, cost: Union[CostModel, CostRequest]) -> Planned:
-    """The plan the traced run used (``--strategy observed``), measured."""
+    """The plan the traced run used (``--strategy observed``), measured: always on the
+    run's own ranks (another count would be a prediction, which the strategies make)."""
+    world = trace.step.world_size if trace.step is not None else None
+    asked = cost.gpus if isinstance(cost, CostRequest) else None
+    if world and isinstance(cost, CostRequest) and asked not in (None, world):
+        cost = replace(cost, gpus=world)
     model, notices = _cost(trace, cost)
+    if world and model.gpus != world:
+        model = model.on(world)
+    if asked not in (None, world):
+        notices.insert(0, f"--gpus {asked} ignored: the observed plan is what the run measured"
+                       + (f" on its {world} ranks" if world else "") + f"; for {asked} GPUs, "
+                       f"predict it: --compare --gpus {asked} (its 'as run (model)' row)")
     ready = readiness(trace)
     profile = _profile(trace, ready, compute)
     run = observed_run(trace, ready)
@@ -217,7 +237,7 @@ def _bucket_level(trace: Trace, ready: Readiness, profile: ComputeProfile, run: 
                   update: float) -> tuple[PlanInput, list[RunBucket]]:
     """Without gradient sizes: one planning unit per as-run bucket (its all-reduce's size)."""
     times = profile.ready_times()
-    grads, buckets = [], []
+    grads, buckets, counts = [], [], []
     for k, b in enumerate(run.buckets):
         c = b.collective
         if c.nbytes is None or not b.members:
@@ -227,10 +247,12 @@ def _bucket_level(trace: Trace, ready: Readiness, profile: ComputeProfile, run: 
         at = max(times[min(ready.gradients[i].backward_position, len(times) - 1)] for i in b.members)
         label = f"bucket{k}({len(b.members)} grads: {first.name}..{last.name})"
         grads.append(Grad(label, c.nbytes, c.dtype or "float32", c.elements, at, k))
+        counts.append(len(b.members))
         buckets.append(RunBucket((k,), c.nbytes, c.dtype or "float32", c.launch_ms,
                                       c.start_ms, c.end_ms))
     source = profile.source + "; gradients grouped by the run's buckets (sizes per gradient unknown)"
-    inp = PlanInput(tuple(grads), profile.forward_ms, profile.backward_end_ms, update, source)
+    inp = PlanInput(tuple(grads), profile.forward_ms, profile.backward_end_ms, update, source,
+                    unit_gradients=tuple(counts))
     return inp, buckets
 
 
@@ -250,22 +272,31 @@ def plan_trace(trace: Trace, strategy: str, options: StrategyOptions, compute: C
 
 def compare_trace(trace: Trace, options: StrategyOptions, compute: ComputeRequest,
                   cost: Union[CostModel, CostRequest]) -> Planned:
-    """Every strategy and each framework tuned; on a trace that recorded its collectives,
-    the as-run plan (measured) first."""
+    """Every strategy and each framework tuned, all under one model; on a trace that
+    recorded its collectives, the run's own buckets under that model ("as run (model)",
+    the reference of every gain) and, at the run's own world size only, as measured."""
     planned = prepare(trace, compute, cost)
     rows = compare(planned.inp, planned.cost, options)
     run = None
     if trace.collectives():
         try:
-            run = as_run(trace, compute, planned.cost).plan
+            run = as_run(trace, compute, CostRequest(planned.cost.gpus) if isinstance(
+                cost, CostRequest) else planned.cost).plan
         except PlanError as exc:
             planned = replace(planned, notices=planned.notices + (f"no as-run row: {exc.message}",))
-    if run is not None:
-        rows = [CompareRow("as run (measured)", run)] + rows
-        if all(b.members for b in run.buckets):
-            rows.insert(1, CompareRow("as run (model)", as_run_prediction(run)))
-    return replace(planned, plan=rows[1].plan if run is not None else rows[0].plan, rows=rows,
-                   as_run=run)
+    front = []
+    if run is not None and all(b.members for b in run.buckets) and run.inp == planned.inp:
+        front.append(CompareRow("as run (model)", as_run_prediction(run, planned.cost)))
+    if run is not None and run.cost.gpus == planned.cost.gpus:
+        front.insert(0, CompareRow("as run (measured)", run))
+    elif run is not None:
+        planned = replace(planned, notices=planned.notices + (
+            f"the run was measured on {run.cost.gpus} ranks: on {planned.cost.gpus} GPUs every "
+            "row is a prediction, and the measurement is not compared",))
+    rows = front + rows
+    best = next(r for r in rows if not r.plan.measured and r.label != "as run (model)")
+    return replace(planned, plan=best.plan, rows=rows,
+                   as_run=run if run is not None and run.cost.gpus == planned.cost.gpus else None)
 
 
 def gradient_details(trace: Trace, ready: Readiness, compute: ComputeRequest) -> tuple[dict, Optional[str]]:

@@ -1,7 +1,9 @@
 """The as-run plan: the buckets a traced run used, with the times it measured.
 
 Unlike the strategies, nothing here is predicted: each bucket's ready time is when the
-run launched its all-reduce, its start and end when the all-reduce ran. The timeline's
+run launched its all-reduce, its start and end when the all-reduce ran, on the run's own
+ranks (never another count: that is a prediction). Its lower bound is compute alone (a
+model's bound does not bound a measurement). The timeline's
 totals follow the same definitions as a predicted one (DESIGN 4.3), so the two compare:
 iteration = max(backward end, last all-reduce end) + update.
 """
@@ -9,14 +11,14 @@ iteration = max(backward end, last all-reduce end) + update.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import NamedTuple, Sequence
+from typing import NamedTuple, Optional, Sequence
 
 from ..costs import CostModel
 from ..errors import PlanError
 from .plan import BucketPlan, PlanInput, fixed_plan, settings_for
 from .strategies import StrategyOptions
 from .strategies.observed import OBSERVED
-from .timeline import BucketTiming, Timeline, lower_bound
+from .timeline import BucketTiming, Timeline
 
 __all__ = ["RunBucket", "as_run_plan", "as_run_prediction", "AS_RUN"]
 
@@ -43,16 +45,20 @@ def as_run_plan(inp: PlanInput, buckets: Sequence[RunBucket], cost: CostModel,
     compute = inp.backward_end_ms + inp.update_ms
     timeline = Timeline(timings, inp.forward_ms, inp.backward_end_ms, inp.update_ms, iteration,
                         compute, iteration - compute, sum(t.duration_ms for t in timings))
-    bound = lower_bound(inp.grads, cost, inp.backward_end_ms, inp.update_ms)
+    # A measurement is bounded by what it measured, not by a model of it: compute alone.
+    bound = compute
     plan = BucketPlan(AS_RUN, StrategyOptions(), cost, inp, timeline, bound, {}, tuple(notes),
                       measured=True)
     return replace(plan, settings=settings_for(plan))
 
 
-def as_run_prediction(plan: BucketPlan) -> BucketPlan:
-    """The as-run grouping under the cost model: how far the model is from the run."""
+def as_run_prediction(plan: BucketPlan, cost: Optional[CostModel] = None) -> BucketPlan:
+    """The as-run grouping predicted under ``cost`` (default: the plan's own model): how
+    far the model is from the run, and the run as the strategies are compared."""
     if not all(b.members for b in plan.buckets):
         raise PlanError(None, None, "the as-run buckets are not all matched to gradients")
+    cost = cost if cost is not None else plan.cost
     predicted = fixed_plan(plan.inp, [b.members for b in plan.buckets], AS_RUN, plan.options,
-                           plan.cost)
-    return replace(plan, timeline=predicted.timeline, measured=False)
+                           cost)
+    return replace(plan, cost=cost, timeline=predicted.timeline, lower_bound_ms=predicted.lower_bound_ms,
+                   measured=False)

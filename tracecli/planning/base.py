@@ -71,6 +71,18 @@ class PlanInput:
     compute_source: str = ""
     left_out: tuple[str, ...] = ()  # gradients of the trace not planned (sizes unknown)
     left_out_why: str = ""
+    # How many of the trace's gradients each planning unit holds, when the units are the
+    # run's buckets (sizes known per bucket only); () when each unit is one gradient.
+    unit_gradients: tuple[int, ...] = ()
+
+    @property
+    def gradient_count(self) -> int:
+        """The trace's gradients these units stand for."""
+        return sum(self.unit_gradients) if self.unit_gradients else len(self.grads)
+
+    def gradients_in(self, members) -> int:
+        """The trace's gradients in a bucket of these units."""
+        return sum(self.unit_gradients[i] for i in members) if self.unit_gradients else len(members)
 
     def __post_init__(self):
         if not self.grads:

@@ -41,7 +41,7 @@ def plan_input(trace: Trace, ready: Readiness, profile: ComputeProfile,
     hint = trace.abilities.sizes_hint or "the trace does not record them"
     if unknown and len(unknown) == len(ready.gradients):
         raise PlanError(trace.path, None, f"sizes of {len(unknown)} gradients are unknown "
-                        f"(e.g. {unknown[0]}): {hint}")
+                        f"(e.g. {unknown[0]}): {hint}{_what_works(trace, hint)}")
     if not ready.gradients:
         why = ("no backward op produces a parameter's gradient" if trace.parameters()
                else "it has no parameters")
@@ -56,6 +56,18 @@ def plan_input(trace: Trace, ready: Readiness, profile: ComputeProfile,
     )
     return PlanInput(grads, profile.forward_ms, profile.backward_end_ms, update_ms, profile.source,
                      tuple(unknown), hint if unknown else "")
+
+
+def _what_works(trace: Trace, hint: str) -> str:
+    """What plans this trace as it is: the run's own buckets, where it recorded the sizes
+    of its gradient all-reduces, and a parameter sidecar."""
+    ways = []
+    if any(c.nbytes is not None and c.purpose == "gradients" for c in trace.collectives()):
+        ways.append("--strategy observed plans the run's own buckets from the all-reduce sizes "
+                    "the trace recorded")
+    if "--sizes" not in hint:
+        ways.append("--sizes FILE (a parameter sidecar, see the README) sizes every gradient")
+    return "; now: " + ", and ".join(ways) if ways else ""
 
 
 def left_out_notice(inp: PlanInput) -> Optional[str]:

@@ -82,12 +82,18 @@ def simulate(grads: Sequence[Grad], grouping: Grouping, cost: CostModel, forward
 
 def lower_bound(grads: Sequence[Grad], cost: CostModel, backward_end_ms: float,
                 update_ms: float = 0.0) -> Optional[float]:
-    """No plan beats this: backward must end; the bucket holding the last-ready gradient
-    starts no earlier than it and lasts at least ``T`` of that gradient alone; and all bytes
-    go through one channel after the first gradient is ready, paying at least one latency.
+    """No plan beats this under ``cost``: backward must end; the bucket holding the
+    last-ready gradient starts no earlier than it and lasts at least ``T`` of that gradient
+    alone (the least of its collective's times, queued or not); and, where ``T`` is the
+    straight line, all bytes go through one channel after the first gradient is ready,
+    paying at least one latency.
 
     DESIGN 4.3's ``max(backward + T(last alone), first ready + b·all bytes)`` is this bound
-    when the last gradient is ready as backward ends.
+    when the last gradient is ready as backward ends. A model that answers from
+    measurements (``basis`` not ``None``) is not a line: a sum of measured times need not
+    exceed the line's, so the third term is left out there (and where sparse gradients are
+    all-gathered, not reduced); the bound stays a bound of every timeline :func:`simulate`
+    gives.
     """
     if not grads:
         return None
@@ -95,6 +101,10 @@ def lower_bound(grads: Sequence[Grad], cost: CostModel, backward_end_ms: float,
     first = min(g.ready_ms for g in grads)
     total = sum(g.nbytes for g in grads)
     reduce = CollectiveKind.ALL_REDUCE
-    latency_ms, ms_per_byte = cost.linear(reduce)
-    return max(backward_end_ms, last.ready_ms + cost.time_ms(reduce, last.nbytes),
-               first + latency_ms + ms_per_byte * total) + update_ms
+    kinds = (reduce, CollectiveKind.ALL_GATHER) if last.sparse else (reduce,)
+    alone = min(cost.time_ms(k, last.nbytes, q) for k in kinds for q in (False, True))
+    bound = max(backward_end_ms, last.ready_ms + alone)
+    if cost.basis(reduce, total) is None and not any(g.sparse for g in grads):
+        latency_ms, ms_per_byte = cost.linear(reduce)
+        bound = max(bound, first + latency_ms + ms_per_byte * total)
+    return bound + update_ms

@@ -99,7 +99,7 @@ class PlanResult(Result):
     def lines(self):
         from .render.plans import plan_advice
 
-        return plan_advice(self.plan)
+        return plan_advice(self.plan, self.planned.trace.abilities.framework)
 
     def chrome_trace(self):
         from .render.plans import plan_chrome_trace
@@ -125,7 +125,7 @@ class CompareResult(PlanResult):
     def lines(self):
         from .render.plans import compare_advice
 
-        return compare_advice(self.planned.rows)
+        return compare_advice(self.planned.rows, self.planned.trace.abilities.framework)
 
 
 class DryRunResult(Result):

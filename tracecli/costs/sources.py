@@ -31,12 +31,14 @@ def preset_model(gpus: int, network: Optional[str] = None, algorithm: str = "rin
 def profile_model(profile: CalibrationProfile, path: str | Path) -> Measured:
     """The model of a calibration profile read from ``path``: its measured sizes, the line
     beyond them, on the ranks it was measured on."""
-    quality = f", R²={profile.r2:.4f}" if profile.r2 is not None else ""
-    source = f"calibrated {profile.backend} on {profile.gpus} ranks ({profile.device}){quality}"
+    r2 = f", R²={profile.r2:.4f}" if profile.r2 is not None else ""
+    source = f"calibrated {profile.backend} on {profile.gpus} ranks ({profile.device}){r2}"
     points = profile.curve()
+    quality = None if profile.mape_pct is None else {
+        "r2": profile.r2, "mape_pct": profile.mape_pct, "ranks": profile.gpus, "poor": profile.poor}
     line = AlphaBeta(f"calibration:{Path(str(path)).name}", profile.alpha_us,
                      profile.bandwidth_gbps, profile.gpus, profile.algorithm, 0.0,
-                     source + (f"; {len(points)} measured sizes" if points else ""))
+                     source + (f"; {len(points)} measured sizes" if points else ""), quality)
     return Measured(line, points, profile.gpus if points else 0, profile.queued_curve())
 
 

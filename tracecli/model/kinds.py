@@ -65,7 +65,9 @@ class Abilities:
     """What a parser declares its traces can answer; analyses ask this, never the format.
 
     ``readiness_note`` names the readiness method in reports; ``sizes_hint`` says how to
-    supply sizes the trace may lack ("" when it always carries them).
+    supply sizes the trace may lack ("" when it always carries them); ``framework`` names
+    the training framework whose run produced the trace (``pytorch``, ``horovod``,
+    ``tensorflow``, ``chainer``; "" when the trace does not say), so advice leads with it.
     """
 
     readiness: ReadinessMethod
@@ -74,6 +76,7 @@ class Abilities:
     readiness_note: str
     infers_shapes: bool = False
     sizes_hint: str = ""
+    framework: str = ""
 
 
 GENERIC_ABILITIES = Abilities(ReadinessMethod.RECORDED, ComputeSource.NONE, VariableOrder.INDEX,

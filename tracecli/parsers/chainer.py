@@ -29,6 +29,7 @@ FORMAT = "chainer"
 ABILITIES = Abilities(
     ReadinessMethod.AUTOGRAD_REPLAY, ComputeSource.ROOFLINE, VariableOrder.FIRST_USE,
     "Chainer Variable.backward replay (heap of -rank, discovery order)", infers_shapes=True,
+    framework="chainer",
 )
 _HEADER_RE = re.compile(r"^\s*\d+\s+\d+\s*$")
 _INT_RE = re.compile(r"^[0-9]+$")

@@ -321,5 +321,6 @@ def build(path: str, ev: KinetoEvents, step_wanted: Optional[int] = None,
     abilities = Abilities(ReadinessMethod.RECORDED, ComputeSource.MEASURED, VariableOrder.INDEX,
                           f"recorded: a gradient is ready when its AccumulateGrad ends ({step.label})",
                           sizes_hint=f"{len(unrecorded)} of {len(tensors)} gradients have "
-                          f"no recorded shape: {_UNDEFINED}" if unrecorded else SIZES_HINT)
+                          f"no recorded shape: {_UNDEFINED}" if unrecorded else SIZES_HINT,
+                          framework="pytorch")
     return Trace.build(path, FORMAT, ops, tensors, (), meta, abilities, ran, info)

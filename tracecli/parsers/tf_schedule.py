@@ -178,7 +178,8 @@ def abilities(horovod: bool) -> Abilities:
     note = ("Horovod: first node naming Allreduce/cond_N" if horovod
             else "gradient-producing op of each layer (fallback: layer's last backward op)")
     return Abilities(ReadinessMethod.OP_NAMES, ComputeSource.NONE, VariableOrder.INDEX, note,
-                     sizes_hint="no sizes sidecar; pass --sizes FILE")
+                     sizes_hint="no sizes sidecar; pass --sizes FILE",
+                     framework="horovod" if horovod else "tensorflow")
 
 
 _ALL_NAMES_RE = re.compile(r"(?:[A-Za-z0-9_.][A-Za-z0-9_.\-/>:]*\n)*[A-Za-z0-9_.][A-Za-z0-9_.\-/>:]*")

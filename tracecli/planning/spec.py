@@ -119,6 +119,8 @@ class StrategySpec:
     values are what the framework does out of the box (``--compare`` then adds a
     "<name> default" row when the options given are not them). ``from_run``: taken from a
     profiled run, not predicted (``observed``); the pipeline builds it from the trace.
+    ``frameworks``: the frameworks of traces (``Abilities.framework``) whose users set it;
+    advice leads with the spec serving the trace's own framework.
     """
 
     name: str
@@ -129,6 +131,7 @@ class StrategySpec:
     title: Optional[str] = None
     defaults: Optional[tuple[Knob, ...]] = None
     from_run: bool = False
+    frameworks: tuple[str, ...] = ()  # the traces' frameworks (Abilities.framework) it serves
 
     def is_default(self, options) -> bool:
         """True when ``options`` are the framework's defaults (never without ``defaults``)."""

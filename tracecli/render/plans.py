@@ -7,11 +7,13 @@ never cut by a table cell and can be pasted as it is.
 
 from __future__ import annotations
 
+import textwrap
 from typing import Optional
 
 from rich.console import Group
 from rich.text import Text
 
+from ..costs.alphabeta import NETWORKS
 from ..planning import STRATEGIES
 from ..planning.plan import is_default
 from ..units import format_size
@@ -26,10 +28,16 @@ def plan_header(plan) -> Text:
     text = Text()
     text.append("Plan ", style="bold")
     sizes = format_size(sum(g.nbytes for g in plan.inp.grads))
-    text.append(f"{plan.strategy}: {plural(len(t.buckets), 'bucket')} for "
-                f"{plural(len(plan.inp.grads), 'gradient')} ({sizes}) on {plural(c.gpus, 'GPU')}"
-                + (" — measured, as the run did it" if plan.measured else "") + "\n")
     m = c.describe()
+    of = ("of" if plan.inp.unit_gradients else "for")
+    known = "; sizes known per bucket only" if plan.inp.unit_gradients else ""
+    ranks = m.get("measured_on_gpus") or (m.get("fit") or {}).get("ranks")
+    text.append(f"{plan.strategy}: {plural(len(t.buckets), 'bucket')} {of} "
+                f"{plural(plan.inp.gradient_count, 'gradient')} ({sizes}{known}) on "
+                f"{plural(c.gpus, 'GPU')}"
+                + (" — measured, as the run did it" if plan.measured else
+                   f" — predicted by a model measured on {ranks} ranks"
+                   if ranks and ranks != c.gpus else "") + "\n")
     text.append(f"cost model: {m['name']} {m['algorithm']}, alpha {m['alpha_us']:g} us, bus "
                 f"bandwidth {m['bandwidth_gbps']:g} GB/s"
                 + (f", launch {m['launch_us']:g} us" if m['launch_us'] else "")
@@ -47,7 +55,11 @@ def plan_summary(plan) -> Text:
     text.append(f"iteration {_ms(t.iteration_ms)} ms = compute {_ms(t.compute_ms)} ms + exposed "
                 f"communication {_ms(t.exposed_comm_ms)} ms; communication {_ms(t.comm_ms)} ms, "
                 f"{t.overlap_pct:.1f}% hidden")
-    if plan.lower_bound_ms:
+    if plan.lower_bound_ms and plan.measured:
+        text.append(f"\nlower bound {_ms(plan.lower_bound_ms)} ms (compute alone: no model "
+                    f"bounds a measurement); this run is {t.iteration_ms / plan.lower_bound_ms:.3f}x "
+                    "of it")
+    elif plan.lower_bound_ms:
         text.append(f"\nlower bound {_ms(plan.lower_bound_ms)} ms; this plan is "
                     f"{t.iteration_ms / plan.lower_bound_ms:.3f}x of it")
     return text
@@ -66,7 +78,7 @@ def plan_view(plan, top: Optional[int] = None) -> Group:
     table.add_column("gradients", overflow="fold", min_width=20, ratio=1)
     rows = []
     for b in plan.timeline.buckets:
-        rows.append([str(b.index), str(len(b.members)) if b.members else "?",
+        rows.append([str(b.index), str(plan.inp.gradients_in(b.members)) if b.members else "?",
                      _span(plan.tensor_names(b.index)), format_size(b.nbytes), _ms(b.ready_ms),
                      _ms(b.start_ms), _ms(b.end_ms), _ms(b.duration_ms)])
     shown, hidden = truncated(rows, top)
@@ -75,22 +87,62 @@ def plan_view(plan, top: Optional[int] = None) -> Group:
     return Group(plan_header(plan), buckets, plan_summary(plan))
 
 
-def plan_advice(plan) -> list[str]:
-    """What to set to get ``plan``, whole lines."""
+def _wrap(text: str, indent: str = "") -> list[str]:
+    """Prose of the advice, whole at 80 columns (settings to paste are never wrapped)."""
+    return textwrap.wrap(text, 80, initial_indent=indent, subsequent_indent=indent + "  ")
+
+
+def _native(framework: str):
+    """The spec whose framework produced the trace, or ``None``."""
+    return next((spec for spec in STRATEGIES.values() if framework and framework in spec.frameworks),
+                None)
+
+
+def _serves(plan) -> tuple[str, ...]:
+    """The trace frameworks whose users can set ``plan``'s settings."""
+    spec = STRATEGIES.get(plan.strategy)
+    if spec is not None and spec.frameworks:
+        return spec.frameworks
+    if plan.settings.get("framework") == "pytorch-ddp":  # per-bucket caps are DDP's
+        return STRATEGIES["ddp"].frameworks
+    return ()
+
+
+def plan_advice(plan, framework: str = "") -> list[str]:
+    """What to set to get ``plan``, whole lines; on a trace another framework produced
+    (``framework``), what that framework can do first."""
     text = plan.settings.get("text") or "no framework setting reproduces this plan"
     if plan.measured:
         return [f"The run's own buckets: {text}" if plan.settings.get("framework") else text]
     if not plan.settings.get("framework"):
         return [f"To get this plan: {text}"]
+    native = _native(framework)
+    if native is not None and framework not in _serves(plan):
+        return _wrap(f"{native.title} (the trace's framework) cannot set this plan's buckets: "
+                     f"--strategy {native.name} plans what {native.title} can set, and "
+                     "--compare ranks it.") + ["In another framework, set:", f"  {text}"]
     return ["To get this plan, set:", f"  {text}"]
+
+
+def model_error(cost) -> tuple[Optional[float], str]:
+    """The model's error as a share of a collective's time (a fit's MAPE), with what it
+    is; ``None`` where the model says nothing of its error (a preset)."""
+    m = cost.describe()
+    mape = (m.get("fit") or {}).get("mape_pct")
+    if mape is not None:
+        what = "trace fit" if m["name"] == "trace" else "calibration fit"
+        return float(mape), f"{what} MAPE {mape:.0f}%"
+    if m["name"] in NETWORKS:
+        return None, f"under the {m['name']} preset, a guess whose error is unknown"
+    return None, "the model's error is unknown"
 
 
 def compare_view(rows, inp_plan) -> Group:
     table = new_table("Strategies, best first (settings to paste are below)")
-    as_run = rows[0].plan if rows and rows[0].plan.measured else None
+    as_run = _run_model(rows)
     cols = ["strategy", "buckets", "iteration ms", "exposed ms", "hidden", "vs best"]
     if as_run is not None:
-        cols.append("vs as run")
+        cols.append("vs run (model)")
     table.add_column(cols[0], no_wrap=True)
     predicted = [r.plan.timeline.iteration_ms for r in rows if not r.plan.measured]
     best = min(predicted) if predicted else None
@@ -113,43 +165,95 @@ def _pct(a: float, b: float) -> str:
     return f"{100.0 * (a - b) / b:+.1f}%" if b else "-"
 
 
-def compare_advice(rows) -> list[str]:
-    """Per framework, the best setting found and what its defaults cost: whole lines."""
-    predicted = [r for r in rows if not r.plan.measured]
-    as_run = rows[0].plan if rows and rows[0].plan.measured else None
-    lines = ["What to set (predicted iteration; framework defaults beside):"]
+def _run_model(rows):
+    """The run's own buckets under the rows' model ("as run (model)"), or ``None``."""
+    return next((r.plan for r in rows if not r.plan.measured
+                 and getattr(STRATEGIES.get(r.plan.strategy), "from_run", False)), None)
 
-    def best(*strategies):
-        found = [r for r in predicted if r.plan.strategy in strategies and r.plan.settings.get("framework")]
+
+def _gain(plan, base, mape: Optional[float]) -> str:
+    """``plan`` against ``base``: the difference, and the model's error on it."""
+    a, b = plan.timeline.iteration_ms, base.timeline.iteration_ms
+    text = f"{a - b:+.3f} ms ({_pct(a, b)})"
+    if mape is not None:
+        text += f" ±{_ms(mape / 100.0 * max(plan.timeline.comm_ms, base.timeline.comm_ms))} ms"
+    return text
+
+
+def compare_advice(rows, framework: str = "") -> list[str]:
+    """Per framework (the trace's own first), the best setting found, against its
+    defaults and the run's own buckets under the same model, each gain with the model's
+    error; and whether the best gain is beyond that error: whole lines."""
+    predicted = [r for r in rows if not r.plan.measured]
+    run = _run_model(rows)
+    strategies = [r for r in predicted if r.plan is not run]
+    cost = strategies[0].plan.cost if strategies else None
+    mape, error = model_error(cost) if cost is not None else (None, "")
+    head = (f"under the {cost.name if cost else '?'} model; ± is its error, {error}"
+            if mape is not None else f"{error}")
+    lines = _wrap(f"What to set (predicted {head}):")
+
+    def best(*names):
+        found = [r for r in strategies if r.plan.strategy in names and r.plan.settings.get("framework")]
         return min(found, key=lambda r: r.plan.timeline.iteration_ms) if found else None
 
-    def default(strategy):
-        found = [r for r in predicted if r.plan.strategy == strategy and is_default(r.plan)]
-        return found[0].plan.timeline.iteration_ms if found else None
+    def default(name):
+        found = [r for r in strategies if r.plan.strategy == name and is_default(r.plan)]
+        return found[0].plan if found else None
 
-    ddp = best("ddp")
-    for spec in STRATEGIES.values():  # each framework with a title, in the registry's order
+    native = _native(framework)
+    specs = sorted(STRATEGIES.values(), key=lambda spec: spec is not native)
+    for spec in specs:  # each framework with a title, the trace's own first
         row, base = best(spec.name), default(spec.name)
         if spec.title is None or row is None:
             continue
         ms = row.plan.timeline.iteration_ms
-        head = f"  {spec.title}: {_ms(ms)} ms"
+        lines.append(f"  {spec.title}{' (the trace' + chr(39) + 's framework)' if spec is native else ''}: "
+                     f"{_ms(ms)} ms")
         if base is not None:
-            head += f"; default {_ms(base)} ms ({_pct(ms, base)})" if abs(ms - base) > 1e-9 \
-                else " (the default is best)"
-        if as_run is not None:
-            head += f"; the run {_pct(ms, as_run.timeline.iteration_ms)}"
-        lines += [head, f"    {row.plan.settings['text']}"]
-    optimal = next((r for r in predicted if r.plan.strategy == "optimal"), None)
+            lines.append("    the default is best" if abs(ms - base.timeline.iteration_ms) <= 1e-9
+                         else f"    vs default {_ms(base.timeline.iteration_ms)} ms: "
+                         + _gain(row.plan, base, mape))
+        if run is not None:
+            lines.append(f"    vs the run (model) {_ms(run.timeline.iteration_ms)} ms: "
+                         + _gain(row.plan, run, mape))
+        lines.append(f"    {row.plan.settings['text']}")
+    ddp = best("ddp")
+    optimal = next((r for r in strategies if r.plan.strategy == "optimal"), None)
     if optimal is not None and optimal.plan.settings.get("framework"):
-        ms = optimal.plan.timeline.iteration_ms
-        head = f"  Optimal plan, per-bucket caps (torch >= 2.13): {_ms(ms)} ms"
+        lines.append(f"  Optimal plan, per-bucket caps (torch >= 2.13): "
+                     f"{_ms(optimal.plan.timeline.iteration_ms)} ms")
         if ddp is not None:
-            head += f"; best bucket_cap_mb {_pct(ms, ddp.plan.timeline.iteration_ms)}"
-        lines += [head, f"    {optimal.plan.settings['text']}"]
+            lines.append("    vs best bucket_cap_mb: " + _gain(optimal.plan, ddp.plan, mape))
+        lines.append(f"    {optimal.plan.settings['text']}")
     if len(lines) == 1:
         lines.append("  no framework setting reproduces these plans")
-    return lines
+    return lines + _verdict(strategies, run, native, mape, error, best, default)
+
+
+def _verdict(strategies, run, native, mape, error, best, default) -> list[str]:
+    """Whether the best gain over what the user has now is beyond the model's error."""
+    settable = [r for r in strategies if r.plan.settings.get("framework")]
+    current = run if run is not None else (default(native.name) if native is not None else None)
+    if current is None or not settable:
+        return []
+    top = min(settable, key=lambda r: r.plan.timeline.iteration_ms)
+    now = "the run's own buckets" if current is run else f"{native.title}'s defaults"
+    gain = current.timeline.iteration_ms - top.plan.timeline.iteration_ms
+    if gain <= 1e-9:
+        return _wrap(f"Keep {now}: no setting is predicted faster.")
+    err = None if mape is None else mape / 100.0 * max(current.timeline.comm_ms,
+                                                        top.plan.timeline.comm_ms)
+    said = f"{_ms(gain)} ms ({100.0 * gain / current.timeline.iteration_ms:.1f}%, {top.label})"
+    if err is None:
+        return _wrap(f"The best gain over {now}, {said}, is under a model whose error is "
+                     "unknown; measure this machine (tracecli calibrate) before changing "
+                     "settings.")
+    if gain <= err:
+        return _wrap(f"Within the model's error: the best gain over {now}, {said}, is inside "
+                     f"±{_ms(err)} ms ({error}); keep {now}.")
+    return _wrap(f"Beyond the model's error: the best gain over {now}, {said}, exceeds "
+                 f"±{_ms(err)} ms ({error}).")
 
 
 def plan_chrome_trace(plan, backward_names: list[tuple[str, float]]) -> dict:

@@ -98,4 +98,5 @@ def ddp_tuning(inp, options):
 
 
 SPEC = StrategySpec("ddp", ddp, (MAX_BYTES, FIRST_BUCKET_BYTES, SPARSE_AS_DENSE), ddp_settings,
-                    ddp_tuning, "PyTorch DDP", defaults=(MAX_BYTES, FIRST_BUCKET_BYTES))
+                    ddp_tuning, "PyTorch DDP", defaults=(MAX_BYTES, FIRST_BUCKET_BYTES),
+                    frameworks=("pytorch",))

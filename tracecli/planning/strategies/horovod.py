@@ -111,4 +111,5 @@ def horovod_tuning(inp, options):
 # Defaults include --first-bucket-bytes, which Horovod does not read: a plan made with it
 # given has not been counted as Horovod's default (kept so --compare's rows stay as they were).
 SPEC = StrategySpec("horovod", horovod, (MAX_BYTES, CYCLE_MS, SPARSE_AS_DENSE), horovod_settings,
-                    horovod_tuning, "Horovod", defaults=(MAX_BYTES, FIRST_BUCKET_BYTES, CYCLE_MS))
+                    horovod_tuning, "Horovod", defaults=(MAX_BYTES, FIRST_BUCKET_BYTES, CYCLE_MS),
+                    frameworks=("horovod",))

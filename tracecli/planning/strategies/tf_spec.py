@@ -161,4 +161,4 @@ def tf_spec_tuning(inp, options):
 
 
 SPEC = StrategySpec("tf-spec", tf_spec, (SPEC_TEXT, AGG_MAX_BYTES, AGG_MAX_GROUP), tf_spec_settings,
-                    tf_spec_tuning, "tf_cnn_benchmarks")
+                    tf_spec_tuning, "tf_cnn_benchmarks", frameworks=("tensorflow",))

@@ -130,7 +130,11 @@ def test_advice_is_whole_and_names_readable(columns):
                for l in settings)
     caps = [l for l in settings if "bucket_cap_mb_list=[" in l]
     assert caps and caps[0].endswith("])  # torch >= 2.13") and "..." not in caps[0]
-    assert any("default" in l for l in lines if l.startswith("  PyTorch DDP:"))
+    k = next(i for i, l in enumerate(lines) if l.startswith("  PyTorch DDP:"))
+    assert "default" in lines[k + 1]
+    advice = lines[next(i for i, l in enumerate(lines) if l.startswith("What to set")):]
+    pasted = {l for l in advice if l.startswith("    ") and ("(" in l or "=" in l)}
+    assert all(len(l) <= 80 for l in advice if l not in pasted)  # prose whole at 80 columns
     lines = show("inspect", VGG, "--per-gradient")
     assert any("/predictor/conv5_4/W" in l for l in lines)
     lines = show("plan-buckets", VGG, "--strategy", "ddp")

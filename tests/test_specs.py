@@ -15,7 +15,7 @@ from tracecli.planning import (
     KNOBS, STRATEGIES, Grad, Kind, Knob, PlanInput, StrategyOptions, StrategySpec, compare,
     make_plan, predicted, spec_of,
 )
-from tracecli.planning.asrun import MeasuredBucket, as_run_plan
+from tracecli.planning.asrun import RunBucket, as_run_plan
 from tracecli.planning.base import Grouping
 from tracecli.planning.plan import fixed_plan, is_default, settings_for
 from tracecli.planning.spec import MAX_BYTES, SPARSE_AS_DENSE
@@ -75,8 +75,8 @@ def test_framework_settings_are_the_specs(name, framework):
 
 
 def test_settings_of_the_run_and_of_a_strategy_unknown_here():
-    buckets = [MeasuredBucket((0, 1), 12 * MiB, "float32", 3.0, 3.0, 5.0),
-               MeasuredBucket((), 34 * MiB, "float32", 7.0, 7.0, 12.0)]
+    buckets = [RunBucket((0, 1), 12 * MiB, "float32", 3.0, 3.0, 5.0),
+               RunBucket((), 34 * MiB, "float32", 7.0, 7.0, 12.0)]
     run = as_run_plan(INPUT, buckets, COST)
     assert run.settings == {"framework": None, "text": "the run's own buckets"}
     whole = as_run_plan(INPUT, [buckets[0], buckets[1]._replace(members=(2, 3, 4, 5))], COST)
@@ -126,7 +126,8 @@ def test_a_new_strategy_is_one_spec(monkeypatch):
     rows = compare(INPUT, COST, StrategyOptions(max_bytes=4 * MiB))
     assert {"pairs", "pairs tuned", "pairs default"} <= {r.label for r in rows}
     advice = compare_advice(rows)
-    assert any(line.startswith("  Pairs: ") and "default" in line for line in advice)
+    k = next(i for i, line in enumerate(advice) if line.startswith("  Pairs: "))
+    assert "default" in advice[k + 1]
     assert any(line.startswith("    pairs(cap=") for line in advice)
 
 

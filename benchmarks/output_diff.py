@@ -5,8 +5,8 @@ temporary worktree, and this tree) and compares what each printed (stdout, stder
 status) and every file it wrote. Refactors must leave them identical; a deliberate change
 shows here as a diff to explain.
 
-    python benchmarks/output_diff.py                 # against the revision below
-    python benchmarks/output_diff.py --base HEAD~3   # against another revision
+    python benchmarks/output_diff.py                 # the working tree against HEAD
+    python benchmarks/output_diff.py --base acf91ab  # against another revision
     python benchmarks/output_diff.py --list          # the commands, one a line
 
 Only deterministic commands are run: replay and calibrate measure, so they appear as
@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-BASE = "acf91ab"  # main before the house work of issue 14
+BASE = "HEAD"  # the last commit: a change in progress against it (acf91ab: before issue 14)
 S = ROOT / "sample_traces"
 K = ROOT / "tests" / "fixtures" / "kineto"
 VGG, RESNET, A100 = S / "vgg19_chainer.txt", S / "resnet50_horovod_tf.txt", \

@@ -155,3 +155,12 @@ def test_size_suffixes_in_any_case(text, nbytes):
     from tracecli.units import parse_size
 
     assert parse_size(text) == nbytes
+
+
+def test_a_size_without_its_unit_is_warned():
+    """--max-bytes 25 (bucket_cap_mb=25 in mind) plans 25-byte buckets: said, with the fix."""
+    result = run("plan-buckets", VGG, "--max-bytes", "25")
+    assert result.exit_code == 0
+    assert "--max-bytes 25 is 25 bytes; sizes take a unit: 25MiB" in result.stderr
+    quiet = run("plan-buckets", VGG, "--max-bytes", "25MiB")
+    assert "sizes take a unit" not in quiet.stderr

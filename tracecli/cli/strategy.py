@@ -9,6 +9,7 @@ from __future__ import annotations
 import click
 
 from ..planning import KNOBS, STRATEGIES, Kind, Knob, StrategyOptions
+from .output import notice
 from .types import POSITIVE_SIZE, SIZE, Number, options
 
 __all__ = ["strategy_options", "STRATEGY_KEYS", "strategy_from"]
@@ -35,5 +36,15 @@ strategy_options = options(
 STRATEGY_KEYS = ("strategy", *(knob.name for knob in KNOBS))
 
 
+SMALL_BYTES = 1024  # a bucket cap below this is a size typed without its unit
+
+
 def strategy_from(kw) -> StrategyOptions:
+    """The options given, saying so when a byte size looks like a number of MiB typed
+    without its suffix (``--max-bytes 25`` for DDP's ``bucket_cap_mb=25``)."""
+    for knob in KNOBS:
+        value = kw[knob.name]
+        if knob.kind is Kind.BYTES and value and value < SMALL_BYTES:
+            notice(f"{knob.flag} {value} is {value} bytes; sizes take a unit: {value}MiB for "
+                   f"{value} MiB (DDP's bucket_cap_mb={value}), {value}k for {value} KiB")
     return StrategyOptions(**{knob.name: kw[knob.name] for knob in KNOBS})

@@ -159,8 +159,8 @@ def parse_nccl_log(text: str, path: str = "<log>") -> NcclLog:
             log.choices.append((no, "?", _int(path, no, m.group(1), "bytes", 0, 1 << 50),
                                 ALGOS[a].upper(), PROTOS[p].upper(),
                                 _num(path, no, m.group(4), "time", 0.0, MAX_LAT_US)))
-    if not log.table and not log.graphs:
-        raise CalibrationError(path, None, "no NCCL TUNING table or GRAPH line in this file; run "
+    if not log.table and not log.graphs and not log.choices:
+        raise CalibrationError(path, None, "no NCCL TUNING table, GRAPH line or choice line in this file; run "
                                "with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=GRAPH,TUNING and pass rank 0's log")
     return log
 

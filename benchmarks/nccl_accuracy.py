@@ -7,6 +7,8 @@ and the error ``(predicted - measured) / measured``. Three kinds of row:
 - ``gcp-a3mega 2x8 H100`` all_reduce_perf: the prediction from the topology alone
   (``NcclModel.for_topology("h100", 2, 8, nvswitch, 1600 Gb/s over 8 NICs)``; the NCCL version
   of that run is not stated, so the default version's constants are used);
+- ``b300 1x8 NVLink`` all_reduce_perf (NCCL 2.29.7, busbw averaged over 5 runs, time derived
+  as ``bytes·2(n-1)/n / busbw``): from the topology alone, the B200 entry standing in;
 - ``rtx5090 2x1 Socket`` broadcast_perf (NCCL 2.29.7): the prediction from the graph solved from
   that run's own TUNING log (tests/test_nccl_tuning.py);
 - ``nccl#1453 3x8 H100`` (NCCL 2.22.3): NCCL's own printed model time, against tracecli's.
@@ -42,6 +44,11 @@ def rows() -> list[tuple[str, int, float, float, str]]:
     for r in a3.rows:
         algo, proto, us = model.choice(CollectiveKind.ALL_REDUCE, r.bytes)
         out.append(("gcp-a3mega 2x8 H100 all_reduce_perf", r.bytes, r.time_us, us, f"{algo}/{proto}"))
+    from test_nccl_accuracy import _b300_rows
+    model = NcclModel.for_topology("b200", 1, 8, True, nic_gbps=0, nics=0, version="2.29.7")
+    for nbytes, (_, us) in sorted(_b300_rows().items()):
+        algo, proto, pred = model.choice(CollectiveKind.ALL_REDUCE, nbytes)
+        out.append(("b300 1x8 NVLink all_reduce_perf (busbw)", nbytes, us, pred, f"{algo}/{proto}"))
     rtx = read_nccl_tests(str(FIX / "ebpf_rtx5090_2x1_broadcast_perf.txt"), "broadcast")
     table = tune(RTX, constants_for("2.29.7"))
     for r in rtx.rows:

@@ -143,7 +143,7 @@ def parse_nccl_log(text: str, path: str = "<log>") -> NcclLog:
             unknown = [n for n in names if n not in ALGOS]
             if unknown:
                 raise CalibrationError(path, no, f"unknown algorithm {excerpt(unknown[0])} in the "
-                                       "TUNING table; this reader knows NCCL 2.23-2.30 tables")
+                                       "TUNING table; this reader knows NCCL 2.19-2.30 tables")
             block = [] if tables_done else names
         elif _PROTO_HDR.search(line) or "Max NThreads" in line:
             continue

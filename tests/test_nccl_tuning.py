@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 
 from tracecli.costs.nccl.nccllog import read_nccl_log
-from tracecli.costs.nccl.tuning import ALGOS, FUNCS, PROTOS, AlgoGraph, Comm, best, tune
+from tracecli.costs.nccl.tuning import (ALGOS, FUNCS, PROTOS, RING, SIMPLE, TREE, AlgoGraph, Comm,
+                                         algo_time, best, tune)
 from tracecli.costs.nccl.versions import constants_for
 
 FIX = Path(__file__).parent / "fixtures" / "nccl"
@@ -50,7 +51,56 @@ def test_a_log_of_another_collective_is_refused():
 
 
 def test_versions_outside_the_modelled_range_are_refused():
-    with pytest.raises(ValueError, match="2.23 to 2.30"):
-        constants_for("2.21.5")
+    with pytest.raises(ValueError, match="2.21 to 2.30"):
+        constants_for("2.20.5")
+    assert constants_for("2.21.5").tag == constants_for("2.22.3").tag == "v2.21.5-1"
     assert constants_for("2.28.9").hw[2][5] == (0, 0, 20.9)
     assert constants_for("2.28.3").hw[2][5] == (0, 0, 14)
+
+
+# NVIDIA/nccl#1453 (NCCL 2.22.3, 3 nodes x 8 H100 SXM, 8 ConnectX-7 a node, all_reduce_perf):
+# rank 0's per-size choice lines "N Bytes -> Algo A proto P time T" print NCCL's own model time.
+# The log has no GRAPH lines; the graphs are solved from two points and the rest are checks:
+# Ring/Simple at 8 GiB gives the ring's nChannels x bwInter = 192 GB/s (8 x 24; the log's
+# "Channel 05/16" lines give comm->nChannels = 16), Tree/LL128 at 128 KiB gives the tree's
+# 192 GB/s with pattern TREE. Tree/LL sits on the Intel N4 LL cap (20.4 GB/s), so the CPU is Intel.
+H100_3X8 = Comm(24, 3, 90, ring=AlgoGraph(8, 24.0, 24.0), tree=AlgoGraph(8, 24.0, 24.0),
+                tree_pattern_tree=True, comm_channels=16)
+# NVIDIA/nccl#1595 (8 H100 on NVLink, one node, NCCL_PROTO=Simple): ring graph 12 x 30 GB/s.
+H100_1X8 = Comm(8, 1, 90, ring=AlgoGraph(12, 30.0, 30.0), tree=AlgoGraph(12, 30.0, 30.0))
+
+
+def _nccl_time(us: float) -> str:
+    return "%f" % us  # NCCL prints the float time with %f
+
+
+def test_nccl_2_22_model_times_on_3x8_h100_match_to_the_printed_digit():
+    log = read_nccl_log(str(FIX / "nccl1453_h100_3x8_2.22.3_choices.log"))
+    table = tune(H100_3X8, constants_for("2.22.3"))
+    assert len(log.choices_of("AllReduce")) == 9
+    for nbytes, algo, proto, printed in log.choices_of("AllReduce"):
+        us, a, p = best(table, "AllReduce", nbytes)
+        assert (ALGOS[a].upper(), PROTOS[p].upper()) == (algo, proto), nbytes
+        assert _nccl_time(us) == _nccl_time(printed), nbytes
+
+
+def test_the_2_23_constants_do_not_reproduce_the_2_22_log():
+    # 2.23 charges 2(nNodes-1) network steps to a ring (2.22: 2 nNodes) and drops tree/Simple's
+    # 28 us hardware latency: the 8 GiB ring time moves, so the version's constants matter.
+    log = read_nccl_log(str(FIX / "nccl1453_h100_3x8_2.22.3_choices.log"))
+    nbytes, _, _, printed = log.choices_of("AllReduce")[-1]
+    us, _, _ = best(tune(H100_3X8, constants_for("2.23.4")), "AllReduce", nbytes)
+    assert _nccl_time(us) != _nccl_time(printed) and abs(us - printed) > 10
+
+
+def test_nccl_ring_simple_times_on_1x8_h100_match():
+    # NCCL_PROTO=Simple: only Simple pairs compete. 805306368 B is the all-reduce, 1026048 B an
+    # all-gather or reduce-scatter (the line does not say which; both cost the same here).
+    log = read_nccl_log(str(FIX / "nccl1595_h100_1x8_simple_choices.log"))
+    (big, *_, t_big), (small, *_, t_small) = log.choices_of("AllReduce")
+    for version in ("2.22.3", "2.23.4", "2.30.7"):  # ring/Simple constants are the same in all
+        table = tune(H100_1X8, constants_for(version))
+        assert _nccl_time(algo_time(table, "AllReduce", RING, SIMPLE, big)) == _nccl_time(t_big)
+        assert all(algo_time(table, "AllReduce", a, SIMPLE, big) > t_big for a in (TREE,))
+        for func in ("AllGather", "ReduceScatter"):
+            assert _nccl_time(algo_time(table, func, RING, SIMPLE, small)) == _nccl_time(t_small)

@@ -143,7 +143,7 @@ def parse_nccl_log(text: str, path: str = "<log>") -> NcclLog:
             unknown = [n for n in names if n not in ALGOS]
             if unknown:
                 raise CalibrationError(path, no, f"unknown algorithm {excerpt(unknown[0])} in the "
-                                       "TUNING table; this reader knows NCCL 2.23-2.30 tables")
+                                       "TUNING table; this reader knows NCCL 2.19-2.30 tables")
             block = [] if tables_done else names
         elif _PROTO_HDR.search(line) or "Max NThreads" in line:
             continue
@@ -159,8 +159,8 @@ def parse_nccl_log(text: str, path: str = "<log>") -> NcclLog:
             log.choices.append((no, "?", _int(path, no, m.group(1), "bytes", 0, 1 << 50),
                                 ALGOS[a].upper(), PROTOS[p].upper(),
                                 _num(path, no, m.group(4), "time", 0.0, MAX_LAT_US)))
-    if not log.table and not log.graphs:
-        raise CalibrationError(path, None, "no NCCL TUNING table or GRAPH line in this file; run "
+    if not log.table and not log.graphs and not log.choices:
+        raise CalibrationError(path, None, "no NCCL TUNING table, GRAPH line or choice line in this file; run "
                                "with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=GRAPH,TUNING and pass rank 0's log")
     return log
 

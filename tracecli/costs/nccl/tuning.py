@@ -6,7 +6,8 @@ enabling 440-541), ``ncclTopoGetAlgoTime`` (tuning.cc:629-655: tree correction, 
 ``time = lat + bytes / (1000 · bw)``) and the argmin of ``topoGetAlgoInfo`` (src/enqueue.cc:2028-2048;
 which algorithms take part: ``updateCollCostTable``, enqueue.cc:1989-2026). The v2.23-v2.27 NVLS
 bandwidth (``min(bwIntra, bwInter)``, algorithm bandwidth 5/6 of the bus) is v2.27.7-1
-tuning.cc's. Constants per release: :mod:`.versions`. NCCL stores these values as C ``float``;
+tuning.cc's; the v2.21-v2.22 formulas (``Constants.era == "2.21"``) are v2.22.3-1
+tuning.cc:118-265 and 405-435. Constants per release: :mod:`.versions`. NCCL stores these values as C ``float``;
 :func:`f32` rounds where it does, so the table prints as NCCL prints it (``%8.1f/%6.1f``).
 
 The bytes NCCL charges (``ncclFuncMaxSendRecvCount``, src/include/enqueue.h:39-41): the buffer
@@ -123,6 +124,7 @@ def tune(comm: Comm, k: Constants) -> Table:
     hw = [intra_hw[a] if nn == 1 else NET for a in range(7)]
     pat_on = comm.pat if comm.pat is not None else (nn == nr and comm.compcap >= 60)
     overhead = 2.0 if comm.cpu == "amd" else 1.0
+    old = k.era == "2.21"
     lat = [[[0.0] * 3 for _ in range(7)] for _ in FUNCS]
     bws = [[[0.0] * 3 for _ in range(7)] for _ in FUNCS]
     for f, func in enumerate(FUNCS):
@@ -133,7 +135,7 @@ def tune(comm: Comm, k: Constants) -> Table:
                 continue
             if agrs and a not in (PAT, RING, NVLS, CN_DIRECT):
                 continue
-            if ar and a == PAT:
+            if (ar or old) and a == PAT:
                 continue
             g = comm.graph(a)
             for p in range(3):
@@ -151,7 +153,7 @@ def tune(comm: Comm, k: Constants) -> Table:
                 if a == RING and p == LL:
                     bus = f32(min(ll_max, bus * .5))
                 if a == RING and p == LL128:
-                    bus = f32(min(bus * 0.92, g.n_channels * ring_ll128))
+                    bus = f32(min(bus * (0.7 if old and ppn < 2 else 0.92), g.n_channels * ring_ll128))
                 if a == TREE and ar:
                     bus = f32(min(bus * .92, g.n_channels * tree_max))
                 if a == TREE and p == LL:
@@ -165,7 +167,10 @@ def tune(comm: Comm, k: Constants) -> Table:
                 if collnet and p != SIMPLE:
                     bus = 0.0
                 if a == CN_DIRECT and p == SIMPLE:
-                    if agrs:
+                    if agrs and old:  # v2.22.3-1 tuning.cc:189-203
+                        w = (ppn - 1) / (8 - 1)
+                        bus = f32(f32(ppn * bw) * (w * 0.85 + (1 - w) * 0.95))
+                    elif agrs:
                         bus = f32(ppn * min(g.bw_intra, f32(g.bw_inter * f32(0.9))))
                     else:
                         factor = ppn / (1.0 * max(g.n_channels, 1))
@@ -175,7 +180,7 @@ def tune(comm: Comm, k: Constants) -> Table:
                             bus = f32(bus * .85)
                 if a in (NVLS, CN_DIRECT) and p == SIMPLE and agrs and nn > 1 and not comm.collnet:
                     bus = 0.0
-                if not (a != RING and agrs):
+                if not ((a == CN_DIRECT if old else a != RING) and agrs):
                     if a == RING or (a in (NVLS, NVLS_TREE) and k.nvls_model == "2.28"):
                         ratio = f32(1.0 * nr / nsteps)
                     elif a in (NVLS, NVLS_TREE):
@@ -193,7 +198,7 @@ def _nvls_bw(k: Constants, g: AlgoGraph, a: int, ar: bool, ppn: float, nn: int, 
              cap: float) -> float:
     if k.nvls_model == "2.23":  # v2.27.7-1 tuning.cc: NVLS min(intra, inter); NVLSTree halves inter > 2 nodes
         if a == NVLS:
-            if ar:
+            if ar or k.era == "2.21":
                 return f32(min(g.bw_intra, g.bw_inter))
             return f32(min(g.bw_intra * (ppn - 1.0) / ppn, g.bw_inter * 0.9))
         return f32(min(g.bw_intra, g.bw_inter if nn <= 2 else g.bw_inter / 2))
@@ -208,7 +213,8 @@ def _latency(k: Constants, comm: Comm, a: int, p: int, f: int, nsteps: int, intr
     nn, nr, g, func = comm.n_nodes, comm.n_ranks, comm.graph(a), FUNCS[f]
     base = f32(k.base[a][p])
     intra = f32(k.hw[intra_hw[a]][a][p])
-    inter = f32(k.hw[NET][TREE][p] if ppn == 1 else k.hw[NET][a][p])
+    old = k.era == "2.21"  # v2.22.3-1: each algorithm's own network row; 2*nNodes ring steps
+    inter = f32(k.hw[NET][TREE][p] if ppn == 1 and not old else k.hw[NET][a][p])
     inter = f32(inter + g.latency_inter)
     if p == SIMPLE:
         inter = f32(inter + g.latency_inter)
@@ -224,11 +230,11 @@ def _latency(k: Constants, comm: Comm, a: int, p: int, f: int, nsteps: int, intr
         if nn > 1:
             net = overhead * (3 if p == SIMPLE else 1)
         intra = f32(max(intra, net))
-        n_inter = 0 if nn == 1 else 2 * (nn - 1) if func == "AllReduce" else nn - 1
+        n_inter = 0 if nn == 1 else (2 * nn if old else 2 * (nn - 1)) if func == "AllReduce" else nn - 1
         return f32(base + f32(f32((nsteps - n_inter) * intra) + f32(n_inter * inter)))
     local = nr // nn
     if a == TREE:
-        if func == "AllReduce":
+        if func == "AllReduce" or old:
             return f32(base + 2 * f32(f32((local - 1) * intra) + f32(_log2i(nn) * inter)))
         return base
     if a == CN_DIRECT:
@@ -274,7 +280,8 @@ def algo_time(table: Table, func: str, a: int, p: int, nbytes: int, pipe_ops: in
             and nbytes // (comm.channels * comm.n_ranks) >= 64):
         lat = f32(lat * (1.9 if comm.compcap < 80 else 1.4))
     count = pipe_ops if a == RING else -(-pipe_ops // 8)
-    return f32(lat * count + nbytes / (1000 * bw))
+    # C float arithmetic, step by step: nBytes (size_t) becomes a float before the division.
+    return f32(f32(lat * count) + f32(f32(nbytes) / f32(1000 * bw)))
 
 
 def best(table: Table, func: str, nbytes: int) -> tuple[float, int, int]:

@@ -19,8 +19,15 @@ the latest tag at or below it (:func:`constants_for`). Line numbers are those of
 - ``tree_correction[proto][log2(bytes/64)]``: ``treeCorrectionFactor``, 23 entries up to
   v2.27 (v2.27.7-1 tuning.cc), 24 from v2.28 (v2.30.7-1 tuning.cc:623-627).
 
-Releases before 2.23 (tree/Simple hardware latency 28 µs on every link, ring LL at a quarter of
-the bus, ``2·nNodes`` inter-node ring steps) are not modelled: :func:`constants_for` refuses them.
+``era`` "2.21" (v2.21.5-1 and v2.22.3-1, whose tuning.cc constants are the same; tuning.cc:56-106
+of v2.22.3-1): no PAT; tree/Simple base latency 0 and hardware latency 28 µs on every link
+(NVLink, PCI and network alike); ring LL128 at 0.7 of the bus when ``ppn < 2``; the network
+latency of each algorithm's own row even at one GPU per node; ``2·nNodes`` inter-node ring
+steps for all-reduce; NVLS bandwidth ``min(bwIntra, bwInter)``; CollNetDirect all-gather /
+reduce-scatter ``ppn·bw·(0.85w + 0.95(1-w))`` with ``w = (ppn-1)/7``
+(v2.22.3-1 tuning.cc:118-265). Releases before 2.21 (ring LL at a quarter of the bus, Hopper
+LL caps copied from Ampere, NVLS hardware latency 23 µs) are not modelled:
+:func:`constants_for` refuses them.
 
 >>> constants_for("2.29.7").ring_ll128[3]
 (40.0, 40.0, 40.0)
@@ -61,6 +68,7 @@ class Constants:
     tree_correction: tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]]
     nvls_model: str  # "2.23": bw = min(bwIntra, bwInter), ratio 5/6; "2.28": nvlsEfficiency model
     nvls_tree_correction: bool  # v2.28+: NVLSTree AllReduce on sm100 x86 takes the tree factor
+    era: str = "2.23"  # "2.21": the v2.21-v2.22 formulas (module docstring); "2.23": later ones
 
 
 _Z: Row = (0.0, 0.0, 0.0)
@@ -111,8 +119,14 @@ _V2_29_7 = replace(_V2_29_2, tag="v2.29.7-1", ring_ll128=_V2_29_2.ring_ll128[:3]
 _V2_30_3 = replace(_V2_29_7, tag="v2.30.3-1",
                    nvls_tree=_V2_29_7.nvls_tree[:3] + ((0.0, 96.0, 80.0),))
 
+# v2.22.3-1 tuning.cc:56-106 (v2.21.5-1 has the same values).
+_V2_21 = replace(
+    _V2_23, tag="v2.21.5-1", era="2.21",
+    base=((6.8, 14.0, 0.0),) + _V2_23.base[1:6] + (_Z,),
+    hw=tuple(((row[0][0], row[0][1], 28.0),) + row[1:6] + (_Z,) for row in _V2_23.hw))
+
 RELEASES: tuple[tuple[tuple[int, int, int], Constants], ...] = (
-    ((2, 23, 0), _V2_23), ((2, 25, 0), _V2_25), ((2, 28, 0), _V2_28_3), ((2, 28, 7), _V2_28_7),
+    ((2, 21, 0), _V2_21), ((2, 23, 0), _V2_23), ((2, 25, 0), _V2_25), ((2, 28, 0), _V2_28_3), ((2, 28, 7), _V2_28_7),
     ((2, 28, 9), _V2_28_9), ((2, 29, 0), _V2_29_2), ((2, 29, 7), _V2_29_7), ((2, 30, 0), _V2_30_3),
 )
 
@@ -132,19 +146,21 @@ def parse_version(text: str) -> Optional[tuple[int, int, int]]:
 
 
 def constants_for(version: str) -> Constants:
-    """The constants of NCCL ``version``; ValueError (with what to pass) outside 2.23-2.30.
+    """The constants of NCCL ``version``; ValueError (with what to pass) outside 2.21-2.30.
 
     >>> constants_for("2.18.3")
     Traceback (most recent call last):
     ...
-    ValueError: NCCL 2.18.3 is not modelled (its constants differ); use a version from 2.23 to 2.30
+    ValueError: NCCL 2.18.3 is not modelled (its constants differ); use a version from 2.21 to 2.30
+    >>> constants_for("2.22.3").tag, constants_for("2.22.3").hw[0][0]
+    ('v2.21.5-1', (0.6, 1.25, 28.0))
     """
     v = parse_version(version)
     if v is None:
         raise ValueError(f"cannot read NCCL version {version!r}; write it as 2.21.5")
     if v < RELEASES[0][0] or v >= (2, 31, 0):
         raise ValueError(f"NCCL {version} is not modelled (its constants differ); "
-                         "use a version from 2.23 to 2.30")
+                         "use a version from 2.21 to 2.30")
     chosen = RELEASES[0][1]
     for first, consts in RELEASES:
         if v >= first:

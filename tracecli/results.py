@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     from .session import Session
 
 __all__ = ["Result", "InspectResult", "ExportResult", "PlanResult", "CompareResult",
-           "DryRunResult", "ReplayResult", "CalibrationResult", "StatusResult"]
+           "DryRunResult", "ReplayResult", "CalibrationResult", "StatusResult",
+           "CollectiveResult"]
 
 
 class Result:
@@ -205,3 +206,22 @@ class StatusResult(Result):
         from .render.status import status_lines
 
         return status_lines(self.session)
+
+
+class CollectiveResult(Result):
+    """``tracecli collective``: NCCL's predicted table of a collective, with measurements."""
+
+    def __init__(self, op: str, model, rows, measured: Optional[str] = None):
+        self.op, self.model, self.rows, self.measured = op, model, rows, measured
+
+    def json_text(self) -> str:
+        m = self.model
+        return jsonout.dumps({
+            "collective": self.op, "topology": m.topology_doc(), "model": m.summary(),
+            "measured_file": self.measured,
+            "rows": [r.to_json(self.measured is not None) for r in self.rows]})
+
+    def view(self, top=None):
+        from .render.collective import collective_view
+
+        return collective_view(self.op, self.model, self.rows, self.measured)

@@ -31,9 +31,7 @@ def replay_view(report: "ReplayReport", top: Optional[int] = None) -> Group:
     head.append(f"{plan.strategy}: {plural(len(p.buckets), 'bucket')} on "
                 f"{plural(r.ranks, 'rank')}, {r.backend} on {r.device}; "
                 f"{plural(r.iters, 'timed iteration')} after {r.warmup} warm-up\n")
-    cm = plan.cost.describe()
-    head.append(f"prediction: {cm['name']}: alpha {cm['alpha_us']:.2f} us, bus bandwidth "
-                f"{cm['bandwidth_gbps']:.3f} GB/s — {cm['source']}\n")
+    head.append(f"prediction: {plan.cost.summary()}\n")
     head.append(f"compute: {plan.inp.compute_source}")
     table = new_table("Buckets: predicted vs measured (ms from step start; medians)")
     bare = bool(m.buckets) and m.buckets[0].bare_ms is not None

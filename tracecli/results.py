@@ -178,16 +178,26 @@ class ReplayResult(Result):
 class CalibrationResult(Result):
     """A calibration profile: the file plan-buckets reads with ``--calibration``."""
 
-    def __init__(self, report):
-        self.report = report
+    def __init__(self, report, nccl=None):
+        self.report, self.nccl = report, nccl  # nccl: NCCL's model of the topology given
 
     def json_text(self) -> str:
-        return jsonout.dumps(self.report.to_json())
+        doc = self.report.to_json()
+        if self.nccl is not None:  # what NCCL's model predicts at each measured size
+            from .model import CollectiveKind
+
+            k = CollectiveKind.ALL_REDUCE
+            doc["nccl_model"] = {"summary": self.nccl.summary(), "topology": self.nccl.topology_doc(),
+                                 "points": [{"bytes": p.bytes, "predicted_ms": self.nccl.time_ms(k, p.bytes),
+                                             "algorithm": (self.nccl.algorithm_protocol(k, p.bytes) or ("none",))[0],
+                                             "protocol": (self.nccl.algorithm_protocol(k, p.bytes) or (0, "none"))[1]}
+                                            for p in self.report.points]}
+        return jsonout.dumps(doc)
 
     def view(self, top=None):
         from .render.replay import calibration_view
 
-        return calibration_view(self.report)
+        return calibration_view(self.report, self.nccl)
 
     def file_text(self):
         return self.json_text()

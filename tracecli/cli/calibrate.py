@@ -11,7 +11,7 @@ from ..results import CalibrationResult
 from .group import cli
 from .inputs import silent_rank
 from .inputs import given
-from .options import gpu_option, launch_from, launch_options, ranks_option, topology_from, \
+from .options import checked_topology, gpu_option, launch_from, launch_options, ranks_option, topology_from, \
     topology_options
 from .output import Output, emit, force_option, json_option, notice, out_option, progress_bar
 from .types import POSITIVE_SIZE
@@ -52,9 +52,7 @@ def calibrate(ctx, min_size, max_size, points, warmup, iters, **kw):
     nccl = None
     topology = topology_from(kw)
     if topology.given:
-        from ..costs.nccl.request import topology_model
-
-        nccl, said = topology_model(topology, asked.gpus if given(ctx, "gpus") else
+        nccl, said = checked_topology(topology, asked.gpus if given(ctx, "gpus") else
                                     launch.world_size(asked.gpus) if launch.in_torchrun() else None)
         if not given(ctx, "gpus") and not launch.in_torchrun():
             asked = replace(asked, gpus=nccl.gpus)

@@ -7,7 +7,7 @@ import click
 
 from ..results import CollectiveResult
 from .group import cli
-from .options import gpu_option, topology_from, topology_options
+from .options import checked_topology, gpu_option, topology_from, topology_options
 from .output import Output, emit, json_option, notice
 from .types import SIZES
 
@@ -37,16 +37,15 @@ def collective(op, gpus, sizes, measured, **kw):
     tracecli collective allreduce --platform dgx-h100 --measured all_reduce_perf.txt
     """
     from ..costs.nccl.nccl_tests import read_nccl_tests
-    from ..costs.nccl.request import topology_model
     from ..costs.nccl.sweep import check_measured, sweep
 
     output = Output.pop(kw)
     req = topology_from(kw)
     run = read_nccl_tests(measured, op) if measured else None
-    shaped = any(v is not None for v in (req.nodes, req.gpus_per_node, req.platform, req.nccl_log))
-    if gpus is None and not shaped and run is not None and run.ranks:
-        gpus = run.ranks  # the ranks it measured, one node of them unless told otherwise
-    model, notices = topology_model(req, gpus)
+    if gpus is None and req.gpus_per_node is None and req.platform is None and run is not None \
+            and run.ranks and not (req.nodes is None and req.nccl_log is not None):
+        gpus = run.ranks  # the ranks it measured (one node of them unless --nodes says)
+    model, notices = checked_topology(req, gpus)
     for text in notices:
         notice(text)
     if run is not None:

@@ -22,7 +22,7 @@ from .types import MS, Number, options
 
 __all__ = ["trace_argument", "load_options", "compute_options", "network_options",
            "cost_options", "ranks_option", "launch_options", "compute_from", "cost_from",
-           "launch_from", "topology_options", "gpu_option", "topology_from"]
+           "launch_from", "topology_options", "gpu_option", "topology_from", "checked_topology"]
 
 trace_argument = click.argument("trace", required=False, metavar="[TRACE]")
 
@@ -155,9 +155,23 @@ def cost_from(kw, gpus: Optional[int] = None) -> CostRequest:
             raise click.UsageError(f"{', '.join(flat)} describe{'s' if len(flat) == 1 else ''} "
                                    f"the flat alpha-beta model; {why} ask{'s' if ' ' not in why else ''} "
                                    "for NCCL's model of a topology: pass one or the other")
+        if kw.get("calibration") is None and kw.get("nccl_tests") is None:
+            checked_topology(topology, gpus if gpus is not None else kw["gpus"])
     return CostRequest(gpus if gpus is not None else kw["gpus"], kw["network"], kw["algorithm"],
                        kw["alpha_us"], kw["bandwidth_gbps"], kw["launch_us"], kw["calibration"],
                        topology if nccl else None, kw.get("nccl_tests"))
+
+
+def checked_topology(topology: TopologyRequest, gpus: Optional[int]):
+    """NCCL's model of ``topology`` on ``gpus`` ranks, and its notices; flags that describe
+    no possible topology are a usage error saying why."""
+    from ..costs.nccl.request import topology_model
+    from ..errors import PlanError
+
+    try:
+        return topology_model(topology, gpus)
+    except PlanError as exc:
+        raise click.UsageError(exc.message) from None
 
 
 def launch_from(kw):

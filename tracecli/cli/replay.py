@@ -53,7 +53,7 @@ def replay(ctx, trace, fmt, sizes, step, plan_file, iters, warmup, baseline, dry
     asked = launch_from(kw)
     if (topology_from(kw).given or kw["nccl_tests"]) and not given(ctx, "gpus") \
             and not launch.in_torchrun():
-        asked = replace(asked, gpus=cost_from(kw, None).model().gpus)  # the topology's ranks
+        asked = replace(asked, gpus=cost_from({**kw, "gpus": None}).model().gpus)  # its ranks
     world = launch.world_size(asked.gpus)
     quiet = silent_rank()
     say = (lambda text: None) if quiet else notice

@@ -167,9 +167,9 @@ def topology_model(req: TopologyRequest, gpus: Optional[int] = None) -> tuple[Nc
     nics = req.nics if req.nics is not None else (platform.nics if platform else per)
     if nodes > 1 and (nic_gbps is None or not nic_gbps > 0 or nics < 1):
         why = ("--nics 0" if nics < 1 else f"--nic-gbps {nic_gbps:g}" if nic_gbps is not None
-               else "no --nic-gbps")
-        raise PlanError(None, None, f"{nodes} nodes need a network, and {why} gives none: pass "
-                        "--nic-gbps (Gb/s per node, summed over its NICs: 3200 for 8 x 400) and "
+               else "no --nic-gbps given")
+        raise PlanError(None, None, f"{nodes} nodes need a network between them ({why}): pass "
+                        "--nic-gbps (Gb/s per node, summed over its NICs: 3200 for 8 x 400) with "
                         "at least one NIC, or --platform")
     nvswitch = (req.intra or ("nvswitch" if platform is None or platform.nvswitch else "pcie")) \
         == "nvswitch"
@@ -212,9 +212,9 @@ def nccl_cost_model(req: TopologyRequest, gpus: Optional[int] = None,
     from .nccl_tests import read_nccl_tests
 
     run = read_nccl_tests(nccl_tests)
-    shaped = any(v is not None for v in (req.nodes, req.gpus_per_node, req.platform))
-    if gpus is None and not shaped and run.ranks:
-        gpus = run.ranks  # the ranks it measured, one node of them unless told otherwise
+    if gpus is None and req.gpus_per_node is None and req.platform is None and run.ranks \
+            and not (req.nodes is None and req.nccl_log is not None):
+        gpus = run.ranks  # the ranks it measured (one node of them unless --nodes says)
     model, notices = topology_model(req, gpus)
     measured, said = from_nccl_tests(model, run)
     return measured, notices + said

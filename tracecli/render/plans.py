@@ -136,6 +136,9 @@ def model_error(cost) -> tuple[Optional[float], str]:
         return float(mape), f"{what} MAPE {mape:.0f}%"
     if m["name"] in NETWORKS:
         return None, f"under the {m['name']} preset, a guess whose error is unknown"
+    if m.get("model") == "nccl":
+        return None, ("under NCCL's own model, whose error on this cluster is unknown "
+                      "(--nccl-tests FILE answers the sizes it measured)")
     return None, "the model's error is unknown"
 
 

@@ -132,7 +132,12 @@ class NcclModel:
         return hit
 
     def time_ms(self, kind: CollectiveKind, nbytes: float, queued: bool = False) -> float:
-        return self.choice(kind, nbytes)[2] / 1000.0
+        ms = self._cache.get((kind, nbytes, "ms"))  # timelines ask for every bucket: one lookup
+        if ms is None:
+            ms = self.choice(kind, nbytes)[2] / 1000.0
+            if len(self._cache) < 200_000:
+                self._cache[(kind, nbytes, "ms")] = ms
+        return ms
 
     def linear(self, kind: CollectiveKind) -> Linear:
         key = ("linear", kind)

@@ -68,7 +68,8 @@ def replay(ctx, trace, fmt, sizes, step, plan_file, iters, warmup, baseline, dry
         if plan_file:
             say(f"replaying the plan remembered by tracecli plan-buckets "
                 f"({s.plan.get('strategy')}, {STATE_DIR}/plan.json)")
-    output.claim(trace, sizes, plan_file, kw["op_times"], kw["calibration"])
+    output.claim(trace, sizes, plan_file, kw["op_times"], kw["calibration"], kw["nccl_tests"],
+                 kw["nccl_log"])
     options = strategy_from(kw)
     if plan_file:
         inp, fixed, options = launch.plan_file_inputs(plan_file)

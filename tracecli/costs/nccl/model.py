@@ -168,7 +168,8 @@ class NcclModel:
     def summary(self) -> str:
         """One line: what the model is and where its figures come from."""
         t, r = self.topology, self.ring
-        fabric = {"nvswitch": " on NVSwitch", "pcie": " on PCIe"}.get(self.intra, "")
+        fabric = {"nvswitch": " on NVSwitch", "pcie": " on PCIe"}.get(self.intra, "") \
+            if t.gpus_per_node > 1 else ""
         net = (f", {self.nic_gbps:g} Gb/s per node over {self.nics} NIC"
                f"{'s' if self.nics != 1 else ''}" if self.nic_gbps else "")
         return (f"{self.name}: NCCL {self.version}'s own model ({constants_for(self.version).tag} "

@@ -215,3 +215,55 @@ def test_a_truncated_nccl_tests_file_is_one_line(tmp_path, dump):
 def test_calibration_and_nccl_tests_are_one_source_or_the_other(tmp_path):
     assert_error(run("plan-buckets", VGG, "--nccl-tests", GH200, "--calibration", "x.json"),
                  "tracecli plan-buckets:", "--calibration")
+
+
+# --- calibrate, and the NCCL version by default ----------------------------------------------
+
+def test_calibrate_shows_nccl_s_model_beside_each_measured_size():
+    doc = jdoc("calibrate", "--gpus-per-node", "2", "--points", "2", "--min-size", "4KiB",
+               "--max-size", "64KiB", "--iters", "1", "--warmup", "0", "--nccl", "2.30.7")
+    nccl = doc["nccl_model"]
+    model = NcclModel.for_topology("h100", 1, 2, True, 0, 0, "2.30.7")
+    assert doc["gpus"] == 2 and nccl["topology"]["gpus"] == 2  # the topology's ranks were started
+    assert [p["bytes"] for p in nccl["points"]] == [p["bytes"] for p in doc["points"]]
+    for p in nccl["points"]:
+        algo, proto, us = model.choice(K.ALL_REDUCE, p["bytes"])
+        assert (p["algorithm"], p["protocol"]) == (algo, proto)
+        assert p["predicted_ms"] == pytest.approx(us / 1000.0)
+
+
+def test_calibrate_refuses_an_impossible_topology_before_starting_ranks():
+    assert_error(run("calibrate", "--gpus", "3", "--gpus-per-node", "2"), "tracecli calibrate:",
+                 "--gpus 3", "--gpus-per-node 2")
+
+
+def test_the_nccl_version_by_default(monkeypatch):
+    from tracecli.costs.nccl import request
+    from tracecli.costs.nccl.versions import DEFAULT_VERSION
+
+    monkeypatch.setattr(request, "installed_nccl", lambda: "2.27.3")
+    assert request.nccl_version(None) == ("2.27.3", [])
+    assert request.nccl_version("2.29.7") == ("2.29.7", [])  # --nccl wins
+    monkeypatch.setattr(request, "installed_nccl", lambda: "2.21.5")  # torch 2.5's: not modelled
+    version, said = request.nccl_version(None)
+    assert version == DEFAULT_VERSION and "2.21.5 is not modelled" in said[0]
+    monkeypatch.setattr(request, "installed_nccl", lambda: None)
+    assert request.nccl_version(None) == (DEFAULT_VERSION, [])
+
+
+def test_the_installed_torch_s_nccl_is_read_as_torch_reports_it():
+    from types import SimpleNamespace
+
+    from tracecli.costs.nccl.installed import _NO_CUDA, _asked
+
+    def torch_with(v):
+        return SimpleNamespace(cuda=SimpleNamespace(nccl=SimpleNamespace(version=lambda: v)))
+
+    assert _asked(torch_with((2, 27, 3))) == "2.27.3"
+    assert _asked(torch_with(22105)) == "2.21.5" and _asked(torch_with(2708)) == "2.7.8"
+
+    def raising():
+        raise AttributeError("module 'torch._C' has no attribute '_nccl_version'")  # a CPU build
+
+    assert _asked(SimpleNamespace(cuda=SimpleNamespace(nccl=SimpleNamespace(version=raising)))) is None
+    assert _NO_CUDA.search("cuda: Optional[str] = None\n") and not _NO_CUDA.search("cuda = '12.8'\n")

@@ -182,7 +182,7 @@ def test_collective_nccl_log_takes_nccl_s_own_graph():
     (("--nodes", "2", "--nic-gbps", "0"), ("--nic-gbps 0",)),
     (("--nodes", "2", "--network", "ib-ndr"), ("--network", "--nodes", "one or the other")),
     (("--platform", "dgx-h100", "--alpha-us", "3"), ("--alpha-us",)),
-    (("--nccl", "2.18.3"), ("not modelled", "2.23")),
+    (("--nccl", "2.18.3"), ("not modelled", "2.30")),
     (("--nodes", "2", "--nic-gbps", "100", "--device", "cpu"), ("needs a GPU",)),
     (("--platform", "dgx-a100", "--device", "h100"), ("dgx-a100", "a100")),
 ])
@@ -244,9 +244,9 @@ def test_the_nccl_version_by_default(monkeypatch):
     monkeypatch.setattr(request, "installed_nccl", lambda: "2.27.3")
     assert request.nccl_version(None) == ("2.27.3", [])
     assert request.nccl_version("2.29.7") == ("2.29.7", [])  # --nccl wins
-    monkeypatch.setattr(request, "installed_nccl", lambda: "2.21.5")  # torch 2.5's: not modelled
+    monkeypatch.setattr(request, "installed_nccl", lambda: "2.18.3")  # not modelled
     version, said = request.nccl_version(None)
-    assert version == DEFAULT_VERSION and "2.21.5 is not modelled" in said[0]
+    assert version == DEFAULT_VERSION and "2.18.3 is not modelled" in said[0]
     monkeypatch.setattr(request, "installed_nccl", lambda: None)
     assert request.nccl_version(None) == (DEFAULT_VERSION, [])
 

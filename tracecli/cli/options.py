@@ -12,7 +12,7 @@ from ..analysis.compute import DEVICES
 from ..costs import ALGORITHMS, DEFAULT_NETWORK, NETWORKS
 from ..costs.nccl.graph import GPUS
 from ..costs.nccl.platforms import PLATFORMS
-from ..costs.nccl.request import INTRA, TopologyRequest
+from ..costs.nccl.request import INTRA, MODELLED, TopologyRequest
 from ..costs.nccl.versions import DEFAULT_VERSION
 from ..parsers import FORMATS
 from ..pipeline import DEFAULT_GPUS, ComputeRequest, CostRequest
@@ -51,7 +51,7 @@ compute_options = options(
                  "ms (default: the trace's optimizer step where it records one, else 0)."),
 )
 
-_NCCL_HELP = ("NCCL version whose tuning constants apply, 2.23-2.30 (default: the NCCL of the "
+_NCCL_HELP = (f"NCCL version whose tuning constants apply, {MODELLED} (default: the NCCL of the "
               f"installed torch if it has one, else {DEFAULT_VERSION}).")
 
 topology_options = options(

@@ -28,12 +28,14 @@ from .installed import installed_nccl
 from .model import NcclModel
 from .platforms import PLATFORMS
 from .tuning import AlgoGraph
-from .versions import DEFAULT_VERSION, constants_for
+from .versions import DEFAULT_VERSION, RELEASES, constants_for
 
-__all__ = ["TopologyRequest", "topology_model", "INTRA", "graphs_from_log", "nccl_version"]
+__all__ = ["TopologyRequest", "topology_model", "INTRA", "graphs_from_log", "nccl_version",
+           "MODELLED"]
 
 INTRA = ("nvswitch", "pcie")
 DEFAULT_GPUS_PER_NODE = 8
+MODELLED = "{}.{}-{}.{}".format(*RELEASES[0][0][:2], *RELEASES[-1][0][:2])  # the releases modelled
 # Path types in NCCL's order (src/graph/topo.h of v2.28+: LOC NVL NVB C2C PIX PXB P2C PXN PHB
 # SYS NET DIS); the log prints a graph's typeIntra/typeInter by these names.
 PATHS = ("LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SYS", "NET", "DIS")
@@ -78,7 +80,7 @@ def nccl_version(asked: Optional[str], logged: Optional[str] = None) -> tuple[st
         try:
             constants_for(found)
         except ValueError:
-            return DEFAULT_VERSION, [f"{where} NCCL {found} is not modelled (2.23-2.30 are); "
+            return DEFAULT_VERSION, [f"{where} NCCL {found} is not modelled ({MODELLED} are); "
                                      f"using NCCL {DEFAULT_VERSION}'s constants (pass --nccl)"]
         return found, []
     return DEFAULT_VERSION, []

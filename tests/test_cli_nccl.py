@@ -220,7 +220,7 @@ def test_calibration_and_nccl_tests_are_one_source_or_the_other(tmp_path):
 # --- calibrate, and the NCCL version by default ----------------------------------------------
 
 def test_calibrate_shows_nccl_s_model_beside_each_measured_size():
-    doc = jdoc("calibrate", "--gpus-per-node", "2", "--points", "3", "--max-size", "1MiB",
+    doc = jdoc("calibrate", "--gpus-per-node", "2", "--points", "5", "--max-size", "4MiB",
                "--iters", "3", "--warmup", "1", "--nccl", "2.30.7")  # as test_replay's calibrate
     nccl = doc["nccl_model"]
     model = NcclModel.for_topology("h100", 1, 2, True, 0, 0, "2.30.7")

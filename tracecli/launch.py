@@ -13,8 +13,14 @@ from typing import Optional
 from .errors import ReplayError
 from .costs import DEFAULT_NETWORK, CostModel, resolve_cost_model
 
-__all__ = ["world_size", "plan_file_inputs", "replay_launch", "calibration_launch",
+__all__ = ["world_size", "in_torchrun", "plan_file_inputs", "replay_launch", "calibration_launch",
            "dry_run_cost", "verified_replay"]
+
+
+def in_torchrun() -> bool:
+    from .replay.launcher import in_torchrun as under
+
+    return under()
 
 
 def world_size(gpus: int) -> int:

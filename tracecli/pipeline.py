@@ -20,6 +20,7 @@ from .errors import CalibrationError, PlanError
 from .model import ComputeSource, Trace
 from .costs import DEFAULT_NETWORK, CostModel, fit_ring, fitted_model, monotone, read_profile
 from .costs import resolve_cost_model, trimmed_mean
+from .costs.nccl.request import TopologyRequest, nccl_cost_model
 from .planning import STRATEGIES, PlanInput, StrategyOptions, compare, make_plan
 from .planning.asrun import RunBucket, as_run_plan, as_run_prediction
 from .planning.base import FixedPlan, Grad
@@ -56,12 +57,14 @@ class CostRequest:
     bandwidth_gbps: Optional[float] = None
     launch_us: float = 0.0
     calibration: Optional[str] = None
+    topology: Optional[TopologyRequest] = None  # given: NCCL's model of this topology
+    nccl_tests: Optional[str] = None  # nccl-tests output measured on it
 
     @property
     def explicit(self) -> bool:
-        """True when it names an interconnect (profile, preset or overrides)."""
+        """True when it names an interconnect (profile, preset, overrides or a topology)."""
         return any(v is not None for v in (self.calibration, self.network, self.alpha_us,
-                                           self.bandwidth_gbps))
+                                           self.bandwidth_gbps, self.topology, self.nccl_tests))
 
     def model(self, default_gpus: int = DEFAULT_GPUS) -> CostModel:
         return resolve_cost(None, self, default_gpus)[0]
@@ -112,6 +115,9 @@ def resolve_cost(trace: Optional[Trace], request: CostRequest,
     """The cost model for ``request``: a calibration profile, a preset or overrides when
     given; else fitted to the trace's own all-reduces when it has them; else the default
     preset. Returns it with the notices the user should see."""
+    if request.topology is not None or request.nccl_tests is not None:
+        return nccl_cost_model(request.topology or TopologyRequest(), request.gpus,
+                               request.nccl_tests, request.calibration)
     notices: list[str] = []
     if request.calibration is not None and request.network is not None:
         raise PlanError(None, None, "pass --calibration or --network, not both")

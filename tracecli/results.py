@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     from .session import Session
 
 __all__ = ["Result", "InspectResult", "ExportResult", "PlanResult", "CompareResult",
-           "DryRunResult", "ReplayResult", "CalibrationResult", "StatusResult"]
+           "DryRunResult", "ReplayResult", "CalibrationResult", "StatusResult",
+           "CollectiveResult"]
 
 
 class Result:
@@ -177,16 +178,26 @@ class ReplayResult(Result):
 class CalibrationResult(Result):
     """A calibration profile: the file plan-buckets reads with ``--calibration``."""
 
-    def __init__(self, report):
-        self.report = report
+    def __init__(self, report, nccl=None):
+        self.report, self.nccl = report, nccl  # nccl: NCCL's model of the topology given
 
     def json_text(self) -> str:
-        return jsonout.dumps(self.report.to_json())
+        doc = self.report.to_json()
+        if self.nccl is not None:  # what NCCL's model predicts at each measured size
+            from .model import CollectiveKind
+
+            k = CollectiveKind.ALL_REDUCE
+            doc["nccl_model"] = {"summary": self.nccl.summary(), "topology": self.nccl.topology_doc(),
+                                 "points": [{"bytes": p.bytes, "predicted_ms": self.nccl.time_ms(k, p.bytes),
+                                             "algorithm": (self.nccl.algorithm_protocol(k, p.bytes) or ("none",))[0],
+                                             "protocol": (self.nccl.algorithm_protocol(k, p.bytes) or (0, "none"))[1]}
+                                            for p in self.report.points]}
+        return jsonout.dumps(doc)
 
     def view(self, top=None):
         from .render.replay import calibration_view
 
-        return calibration_view(self.report)
+        return calibration_view(self.report, self.nccl)
 
     def file_text(self):
         return self.json_text()
@@ -205,3 +216,22 @@ class StatusResult(Result):
         from .render.status import status_lines
 
         return status_lines(self.session)
+
+
+class CollectiveResult(Result):
+    """``tracecli collective``: NCCL's predicted table of a collective, with measurements."""
+
+    def __init__(self, op: str, model, rows, measured: Optional[str] = None):
+        self.op, self.model, self.rows, self.measured = op, model, rows, measured
+
+    def json_text(self) -> str:
+        m = self.model
+        return jsonout.dumps({
+            "collective": self.op, "topology": m.topology_doc(), "model": m.summary(),
+            "measured_file": self.measured,
+            "rows": [r.to_json(self.measured is not None) for r in self.rows]})
+
+    def view(self, top=None):
+        from .render.collective import collective_view
+
+        return collective_view(self.op, self.model, self.rows, self.measured)

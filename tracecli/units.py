@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import re
 
-__all__ = ["parse_size", "format_size", "SIZE_SUFFIXES"]
+__all__ = ["parse_size", "parse_sizes", "format_size", "SIZE_SUFFIXES", "MAX_SIZES"]
 
 SIZE_SUFFIXES = {
     "": 1,
@@ -77,6 +77,47 @@ def parse_size(text: str) -> int:
     if not math.isfinite(value) or value != int(value):
         raise ValueError(f"size {text!r} is not a whole number of bytes")
     return int(value)
+
+
+MAX_SIZES = 1000
+MAX_SWEEP_BYTES = 1 << 50
+
+
+def parse_sizes(text: str) -> list[int]:
+    """Sizes as a comma list (``1M,25MiB,1G``) or a range doubling from its first to at most
+    its last (``8:16G``, as nccl-tests' ``-b 8 -e 16G -f 2``); ascending, without repeats.
+
+    >>> parse_sizes("8:64"), parse_sizes("1M, 1k,1k")
+    ([8, 16, 32, 64], [1024, 1048576])
+    >>> parse_sizes("1k:1")
+    Traceback (most recent call last):
+    ...
+    ValueError: range 1k:1 ends below its start; write LOW:HIGH, e.g. 8:16G
+    """
+    text = str(text).strip()
+    if ":" in text:
+        low_text, _, high_text = text.partition(":")
+        low, high = parse_size(low_text), parse_size(high_text)
+        if low < 1:
+            raise ValueError(f"range {text} starts at 0 bytes; start at 1 or more, e.g. 8:16G")
+        if high < low:
+            raise ValueError(f"range {text} ends below its start; write LOW:HIGH, e.g. 8:16G")
+        if high > MAX_SWEEP_BYTES:
+            raise ValueError(f"range {text} ends above 1 PiB")
+        sizes, n = [], low
+        while n <= high:
+            sizes.append(n)
+            n *= 2
+        return sizes
+    parts = [p for p in text.split(",") if p.strip()]
+    if not parts:
+        raise ValueError("no sizes given; write a comma list (1M,25MiB) or a range (8:16G)")
+    if len(parts) > MAX_SIZES:
+        raise ValueError(f"{len(parts)} sizes; give at most {MAX_SIZES}")
+    sizes = sorted({parse_size(p) for p in parts})
+    if sizes[0] < 1 or sizes[-1] > MAX_SWEEP_BYTES:
+        raise ValueError("sizes must be from 1 byte to 1 PiB")
+    return sizes
 
 
 def format_size(nbytes: float | int | None) -> str:

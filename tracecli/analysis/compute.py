@@ -66,6 +66,9 @@ DEVICES: dict[str, Device] = {d.name: d for d in (
            "NVIDIA H100 SXM5 datasheet: 67 TFLOP/s FP32, 989 BF16/FP16 tensor (dense), 3.35 TB/s HBM3"),
     Device("h200", 67.0, 989.0, 4800.0, 0.6, 0.75, 5.0,
            "NVIDIA H200 SXM datasheet: 67 TFLOP/s FP32, 989 BF16/FP16 tensor (dense), 4.8 TB/s HBM3e"),
+    Device("b200", 75.0, 2250.0, 7700.0, 0.6, 0.75, 5.0,
+           "NVIDIA HGX B200 specifications, per GPU: 75 TFLOP/s FP32, 4.5 PFLOP/s FP16/BF16 tensor "
+           "with sparsity (2.25 dense), 7.7 TB/s HBM3e"),
     Device("cpu", 0.2, 0.2, 20.0, 0.5, 0.6, 2.0,
            "2-core AVX2 server at 3 GHz: 2 x 32 FP32 FLOP/cycle = 0.19 TFLOP/s; ~20 GB/s DRAM"),
 )}

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import click
 
 from .. import launch
 from ..results import CalibrationResult
 from .group import cli
 from .inputs import silent_rank
-from .options import launch_from, launch_options, ranks_option
+from .inputs import given
+from .options import checked_topology, gpu_option, launch_from, launch_options, ranks_option, topology_from, \
+    topology_options
 from .output import Output, emit, force_option, json_option, notice, out_option, progress_bar
 from .types import POSITIVE_SIZE
 
@@ -26,11 +30,18 @@ from .types import POSITIVE_SIZE
               help="Untimed runs per size.")
 @click.option("--iters", type=click.IntRange(1, 100_000), default=10, show_default=True,
               help="Timed runs per size.")
-@json_option("Print the profile as JSON.")
+@topology_options
+@gpu_option
+@json_option("Print the profile as JSON (with a topology: NCCL's model at each size too).")
 @out_option("PROFILE.json", "Write the profile plan-buckets reads with --calibration.")
 @force_option("--out")
-def calibrate(min_size, max_size, points, warmup, iters, **kw):
-    """Measure this machine's all-reduce latency and bandwidth (the cost model)."""
+@click.pass_context
+def calibrate(ctx, min_size, max_size, points, warmup, iters, **kw):
+    """Measure this machine's all-reduce latency and bandwidth (the cost model).
+
+    With topology flags (--nodes, --platform, ...), NCCL's model of that topology is shown
+    beside each measured size.
+    """
     from ..replay import CalibrationJob, Sweep, run_calibration
 
     if max_size < min_size:
@@ -38,6 +49,15 @@ def calibrate(min_size, max_size, points, warmup, iters, **kw):
     output = Output.pop(kw)
     output.claim()
     asked = launch_from(kw)
+    nccl = None
+    topology = topology_from(kw)
+    if topology.given:
+        nccl, said = checked_topology(topology, asked.gpus if given(ctx, "gpus") else
+                                    launch.world_size(asked.gpus) if launch.in_torchrun() else None)
+        if not given(ctx, "gpus") and not launch.in_torchrun():
+            asked = replace(asked, gpus=nccl.gpus)
+        for text in said:
+            notice(text)
     quiet = silent_rank()
     job = CalibrationJob(Sweep(min_size, max_size, points, warmup, iters))
     ready, backend_notice = launch.calibration_launch(job, asked, kw["oversubscribe"])
@@ -46,4 +66,4 @@ def calibrate(min_size, max_size, points, warmup, iters, **kw):
     with progress_bar(not output.as_json and not quiet) as progress:
         report = run_calibration(job, ready, progress)
     if report is not None:  # None: a torchrun rank other than 0
-        emit(CalibrationResult(report), output)
+        emit(CalibrationResult(report, nccl), output)

@@ -10,14 +10,19 @@ import click
 
 from ..analysis.compute import DEVICES
 from ..costs import ALGORITHMS, DEFAULT_NETWORK, NETWORKS
+from ..costs.nccl.graph import GPUS
+from ..costs.nccl.platforms import PLATFORMS
+from ..costs.nccl.request import INTRA, MODELLED, TopologyRequest
+from ..costs.nccl.versions import DEFAULT_VERSION
 from ..parsers import FORMATS
 from ..pipeline import DEFAULT_GPUS, ComputeRequest, CostRequest
 from ..replay.jobs import BACKENDS
+from .inputs import given
 from .types import MS, Number, options
 
 __all__ = ["trace_argument", "load_options", "compute_options", "network_options",
            "cost_options", "ranks_option", "launch_options", "compute_from", "cost_from",
-           "launch_from"]
+           "launch_from", "topology_options", "gpu_option", "topology_from", "checked_topology"]
 
 trace_argument = click.argument("trace", required=False, metavar="[TRACE]")
 
@@ -33,8 +38,9 @@ load_options = options(
 )
 
 compute_options = options(
-    click.option("--device", type=click.Choice(list(DEVICES)), default="h100", show_default=True,
-                 help="Device preset for estimated op times (traces with shapes but no timings)."),
+    click.option("--device", type=click.Choice(list(DEVICES)), help="Device preset for "
+                 "estimated op times (traces with shapes but no timings), and the GPU of NCCL's "
+                 "model with a topology (default: --platform's GPU, else h100)."),
     click.option("--op-times", metavar="FILE",
                  help='Measured times, JSON: {OP_OR_LAYER: ms, ..., "forward_ms": ms}.'),
     click.option("--backward-ms", type=MS, help="Measured backward time, ms (needed for op "
@@ -45,10 +51,36 @@ compute_options = options(
                  "ms (default: the trace's optimizer step where it records one, else 0)."),
 )
 
+_NCCL_HELP = (f"NCCL version whose tuning constants apply, {MODELLED} (default: the NCCL of the "
+              f"installed torch if it has one, else {DEFAULT_VERSION}).")
+
+topology_options = options(
+    click.option("--nodes", type=click.IntRange(1, 1 << 16), help="Nodes (machines); with any "
+                 "topology flag, collectives are costed by NCCL's own model (default: 1)."),
+    click.option("--gpus-per-node", type=click.IntRange(1, 1024), help="GPUs per node "
+                 "(default: --platform's, else --gpus / --nodes, else 8); --gpus is the total."),
+    click.option("--nic-gbps", type=Number(0, 1e6, "Gb/s"), help="Network bandwidth per node, "
+                 "Gb/s summed over its NICs: 8 x 400 = 3200 on a DGX H100 (default: --platform's)."),
+    click.option("--nics", type=click.IntRange(0, 1024), help="NICs per node (default: "
+                 "--platform's, else one per GPU)."),
+    click.option("--intra", type=click.Choice(INTRA), help="Fabric inside a node (default: "
+                 "--platform's, else nvswitch)."),
+    click.option("--nccl", "nccl", metavar="VERSION", help=_NCCL_HELP),
+    click.option("--platform", type=click.Choice(list(PLATFORMS)), help="Named platform: GPU, "
+                 "GPUs per node, fabric, NICs (sources in the README)."),
+    click.option("--nccl-log", metavar="FILE", help="NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=GRAPH,TUNING "
+                 "log of rank 0: NCCL's own graph (channels, bandwidths) replaces the estimate."),
+)
+
+gpu_option = click.option("--device", type=click.Choice(list(GPUS)), help="GPU of NCCL's model "
+                          "(default: --platform's, else h100).")
+
 network_options = options(
     click.option("--network", type=click.Choice(list(NETWORKS)),
-                 help="Interconnect preset (default: fitted to a profiler trace's own "
-                 f"all-reduces, else {DEFAULT_NETWORK})."),
+                 help="Flat alpha-beta preset: one per-step latency and one bus bandwidth for "
+                 "every link, no nodes and no NCCL algorithm choice (default: fitted to a "
+                 f"profiler trace's own all-reduces, else {DEFAULT_NETWORK}); not with the "
+                 "topology flags."),
     click.option("--algorithm", type=click.Choice(ALGORITHMS), default="ring", show_default=True,
                  help="All-reduce algorithm of the cost model."),
     click.option("--alpha-us", type=Number(0, 1e7, "us"),
@@ -60,6 +92,10 @@ network_options = options(
                  help="Per-bucket launch overhead, us."),
     click.option("--calibration", metavar="FILE", help="Cost model from tracecli calibrate --out "
                  "(its rank count becomes the default --gpus)."),
+    click.option("--nccl-tests", metavar="FILE", help="Cost source: nccl-tests output "
+                 "(all_reduce_perf ...); measured sizes answer with their measurement, NCCL's "
+                 "model (of the topology flags) shapes the curve between and beyond them."),
+    topology_options,
 )
 
 cost_options = options(
@@ -84,13 +120,58 @@ launch_options = options(
 
 
 def compute_from(kw) -> ComputeRequest:
-    return ComputeRequest(kw["device"], kw["op_times"], kw["backward_ms"], kw["forward_ms"],
+    platform = kw.get("platform")
+    device = kw["device"] or (PLATFORMS[platform].gpu if platform else "h100")
+    return ComputeRequest(device, kw["op_times"], kw["backward_ms"], kw["forward_ms"],
                           kw["update_ms"])
 
 
+_TOPOLOGY_KEYS = ("nodes", "gpus_per_node", "nic_gbps", "nics", "intra", "nccl", "platform",
+                  "nccl_log")
+_FLAT_KEYS = ("network", "alpha_us", "bandwidth_gbps", "calibration")
+
+
+def topology_from(kw) -> TopologyRequest:
+    """The topology flags given (``--device`` too, where the command has it)."""
+    return TopologyRequest(**{k: kw.get(k) for k in _TOPOLOGY_KEYS}, device=kw.get("device"))
+
+
+def _flag(key: str) -> str:
+    return "--" + key.replace("_", "-")
+
+
 def cost_from(kw, gpus: Optional[int] = None) -> CostRequest:
+    """The cost model asked for; the topology flags (or ``--nccl-tests``) ask for NCCL's
+    model, which the flat model's flags may not be mixed with (a usage error saying which)."""
+    topology = topology_from(kw)
+    nccl = topology.given or kw.get("nccl_tests") is not None
+    if nccl:
+        ctx = click.get_current_context(silent=True)
+        flat = [_flag(k) for k in _FLAT_KEYS if kw.get(k) is not None]
+        flat += [_flag(k) for k in ("algorithm", "launch_us")
+                 if ctx is not None and given(ctx, k)]
+        if flat:
+            why = " ".join(topology.flags()) or "--nccl-tests"
+            raise click.UsageError(f"{', '.join(flat)} describe{'s' if len(flat) == 1 else ''} "
+                                   f"the flat alpha-beta model; {why} ask{'s' if ' ' not in why else ''} "
+                                   "for NCCL's model of a topology: pass one or the other")
+        if kw.get("calibration") is None and kw.get("nccl_tests") is None:
+            checked_topology(topology, gpus if gpus is not None else kw["gpus"])
     return CostRequest(gpus if gpus is not None else kw["gpus"], kw["network"], kw["algorithm"],
-                       kw["alpha_us"], kw["bandwidth_gbps"], kw["launch_us"], kw["calibration"])
+                       kw["alpha_us"], kw["bandwidth_gbps"], kw["launch_us"], kw["calibration"],
+                       topology if nccl else None, kw.get("nccl_tests"))
+
+
+def checked_topology(topology: TopologyRequest, gpus: Optional[int]):
+    """NCCL's model of ``topology`` on ``gpus`` ranks, and its notices; flags that describe
+    no possible topology are a usage error saying why."""
+    from ..costs.nccl.request import topology_model
+    from ..errors import PlanError
+
+    try:
+        return topology_model(topology, gpus)
+    except PlanError as exc:
+        raise click.UsageError(exc.message) from None
 
 
 def launch_from(kw):

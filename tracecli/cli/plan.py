@@ -38,7 +38,8 @@ def plan_buckets(ctx, trace, fmt, sizes, step, do_compare, **kw):
     """
     output = Output.pop(kw)
     path, fmt, sizes, step, remembered = trace_args(ctx, trace, fmt, sizes, step, "planning")
-    output.claim(path, sizes, kw["op_times"], kw["calibration"])
+    output.claim(path, sizes, kw["op_times"], kw["calibration"], kw["nccl_tests"],
+                 kw["nccl_log"])
     if do_compare and output.chrome_trace:
         notice("--compare --chrome-trace writes the timeline of the best predicted plan only")
     t = load_trace(path, fmt, sizes, step, quiet=output.as_json)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import click
 
 from .. import launch
@@ -11,7 +13,7 @@ from ..session import STATE_DIR
 from .group import cli
 from .inputs import given, load_trace, say_notices, session, silent_rank, trace_args
 from .options import compute_from, compute_options, cost_from, launch_from, launch_options, \
-    load_options, network_options, ranks_option
+    load_options, network_options, ranks_option, topology_from
 from .output import Output, chrome_trace_option, emit, force_option, json_option, notice, \
     out_option, progress_bar, top_option
 from .strategy import STRATEGY_KEYS, strategy_from, strategy_options
@@ -49,6 +51,9 @@ def replay(ctx, trace, fmt, sizes, step, plan_file, iters, warmup, baseline, dry
     """
     output = Output.pop(kw)
     asked = launch_from(kw)
+    if (topology_from(kw).given or kw["nccl_tests"]) and not given(ctx, "gpus") \
+            and not launch.in_torchrun():
+        asked = replace(asked, gpus=cost_from({**kw, "gpus": None}).model().gpus)  # its ranks
     world = launch.world_size(asked.gpus)
     quiet = silent_rank()
     say = (lambda text: None) if quiet else notice
@@ -63,7 +68,8 @@ def replay(ctx, trace, fmt, sizes, step, plan_file, iters, warmup, baseline, dry
         if plan_file:
             say(f"replaying the plan remembered by tracecli plan-buckets "
                 f"({s.plan.get('strategy')}, {STATE_DIR}/plan.json)")
-    output.claim(trace, sizes, plan_file, kw["op_times"], kw["calibration"])
+    output.claim(trace, sizes, plan_file, kw["op_times"], kw["calibration"], kw["nccl_tests"],
+                 kw["nccl_log"])
     options = strategy_from(kw)
     if plan_file:
         inp, fixed, options = launch.plan_file_inputs(plan_file)

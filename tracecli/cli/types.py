@@ -6,9 +6,9 @@ import math
 
 import click
 
-from ..units import parse_size
+from ..units import parse_size, parse_sizes
 
-__all__ = ["SizeType", "Number", "SIZE", "POSITIVE_SIZE", "MS", "options"]
+__all__ = ["SizeType", "SizesType", "Number", "SIZE", "SIZES", "POSITIVE_SIZE", "MS", "options"]
 
 
 class SizeType(click.ParamType):
@@ -33,6 +33,20 @@ class SizeType(click.ParamType):
         return size
 
 
+class SizesType(click.ParamType):
+    """Byte sizes as a comma list (1M,25MiB) or a doubling range (8:16G)."""
+
+    name = "SIZES"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, list):
+            return value
+        try:
+            return parse_sizes(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
 class Number(click.ParamType):
     """A finite number in ``[low, high]`` (NaN and infinities are refused)."""
 
@@ -55,6 +69,7 @@ class Number(click.ParamType):
 
 
 SIZE = SizeType()
+SIZES = SizesType()
 POSITIVE_SIZE = SizeType(minimum=1)
 MS = Number(0.0, 1e7, "ms")
 

@@ -96,6 +96,16 @@ class AlphaBeta:
     def basis(self, kind: CollectiveKind, nbytes: float) -> Optional[str]:
         return None
 
+    def algorithm_protocol(self, kind: CollectiveKind, nbytes: float) -> Optional[tuple[str, str]]:
+        return None
+
+    def summary(self) -> str:
+        """``name algorithm, alpha .. us, bus bandwidth .. GB/s — source``: one flat line."""
+        return (f"{self.name} {self.algorithm}, alpha {self.alpha_us:g} us, bus bandwidth "
+                f"{self.bandwidth_gbps:g} GB/s"
+                + (f", launch {self.launch_us:g} us" if self.launch_us else "")
+                + f" — {self.source}")
+
     def on(self, gpus: int) -> "AlphaBeta":
         return replace(self, gpus=gpus)
 

@@ -100,6 +100,12 @@ class Measured:
             return "measured"
         return "interpolated" if pts[0][0] < nbytes < pts[-1][0] else "extrapolated"
 
+    def algorithm_protocol(self, kind: CollectiveKind, nbytes: float) -> Optional[tuple[str, str]]:
+        return None
+
+    def summary(self) -> str:
+        return self.line.summary()
+
     def describe(self) -> dict[str, Any]:
         doc = self.line.describe()
         doc["measured_sizes"] = [n for n, _ in self.points]

@@ -87,6 +87,7 @@ def plan_document(plan) -> dict[str, Any]:
 
 def _bucket(plan, b) -> dict[str, Any]:
     basis = None if plan.measured else plan.cost.basis(b.collective, b.nbytes)
+    pick = None if plan.measured else plan.cost.algorithm_protocol(b.collective, b.nbytes)
     return {
         "index": b.index,
         "tensors": plan.tensor_names(b.index),
@@ -98,6 +99,7 @@ def _bucket(plan, b) -> dict[str, Any]:
         "duration_ms": b.duration_ms,
         "collective": b.collective.value,
         **({"cost_basis": basis} if basis is not None else {}),
+        **({"algorithm": pick[0], "protocol": pick[1]} if pick is not None else {}),
     }
 
 

@@ -91,9 +91,10 @@ def lower_bound(grads: Sequence[Grad], cost: CostModel, backward_end_ms: float,
     DESIGN 4.3's ``max(backward + T(last alone), first ready + b·all bytes)`` is this bound
     when the last gradient is ready as backward ends. A model that answers from
     measurements (``basis`` not ``None``) is not a line: a sum of measured times need not
-    exceed the line's, so the third term is left out there (and where sparse gradients are
-    all-gathered, not reduced); the bound stays a bound of every timeline :func:`simulate`
-    gives.
+    exceed the line's, so the third term is left out there, as for a model that picks an
+    algorithm and protocol per size (NCCL's: a piecewise curve below its secant ``linear``
+    in places), and where sparse gradients are all-gathered, not reduced; the bound stays a
+    bound of every timeline :func:`simulate` gives.
     """
     if not grads:
         return None
@@ -104,7 +105,8 @@ def lower_bound(grads: Sequence[Grad], cost: CostModel, backward_end_ms: float,
     kinds = (reduce, CollectiveKind.ALL_GATHER) if last.sparse else (reduce,)
     alone = min(cost.time_ms(k, last.nbytes, q) for k in kinds for q in (False, True))
     bound = max(backward_end_ms, last.ready_ms + alone)
-    if cost.basis(reduce, total) is None and not any(g.sparse for g in grads):
+    line = cost.basis(reduce, total) is None and cost.algorithm_protocol(reduce, total) is None
+    if line and not any(g.sparse for g in grads):
         latency_ms, ms_per_byte = cost.linear(reduce)
         bound = max(bound, first + latency_ms + ms_per_byte * total)
     return bound + update_ms

@@ -38,10 +38,7 @@ def plan_header(plan) -> Text:
                 + (" — measured, as the run did it" if plan.measured else
                    f" — predicted by a model measured on {ranks} ranks"
                    if ranks and ranks != c.gpus else "") + "\n")
-    text.append(f"cost model: {m['name']} {m['algorithm']}, alpha {m['alpha_us']:g} us, bus "
-                f"bandwidth {m['bandwidth_gbps']:g} GB/s"
-                + (f", launch {m['launch_us']:g} us" if m['launch_us'] else "")
-                + f" — {m['source']}\n")
+    text.append(f"cost model: {c.summary()}\n")
     text.append(f"compute: forward {_ms(t.forward_ms)} ms, backward "
                 f"{_ms(t.backward_end_ms - t.forward_ms)} ms — {plan.inp.compute_source}")
     for note in plan.notes:
@@ -77,12 +74,17 @@ def plan_view(plan, top: Optional[int] = None) -> Group:
     table.add_column("n", justify="right", no_wrap=True)
     table.add_column("gradients", overflow="fold", min_width=20, ratio=1)
     rows = []
-    for b in plan.timeline.buckets:
+    picks = [None if plan.measured else plan.cost.algorithm_protocol(b.collective, b.nbytes)
+             for b in plan.timeline.buckets]
+    picked = any(picks)
+    for b, pick in zip(plan.timeline.buckets, picks):
         rows.append([str(b.index), str(plan.inp.gradients_in(b.members)) if b.members else "?",
                      _span(plan.tensor_names(b.index)), format_size(b.nbytes), _ms(b.ready_ms),
-                     _ms(b.start_ms), _ms(b.end_ms), _ms(b.duration_ms)])
+                     _ms(b.start_ms), _ms(b.end_ms), _ms(b.duration_ms)]
+                    + (["/".join(pick) if pick else "-"] if picked else []))
     shown, hidden = truncated(rows, top)
-    buckets = value_columns(table, ["bytes", "ready", "start", "end", "comm"], shown, start=3)
+    buckets = value_columns(table, ["bytes", "ready", "start", "end", "comm"]
+                            + (["NCCL algo/proto"] if picked else []), shown, start=3)
     add_rows(table, shown, hidden, "bucket")
     return Group(plan_header(plan), buckets, plan_summary(plan))
 
@@ -134,6 +136,9 @@ def model_error(cost) -> tuple[Optional[float], str]:
         return float(mape), f"{what} MAPE {mape:.0f}%"
     if m["name"] in NETWORKS:
         return None, f"under the {m['name']} preset, a guess whose error is unknown"
+    if m.get("model") == "nccl":
+        return None, ("under NCCL's own model, whose error on this cluster is unknown "
+                      "(--nccl-tests FILE answers the sizes it measured)")
     return None, "the model's error is unknown"
 
 

@@ -31,9 +31,7 @@ def replay_view(report: "ReplayReport", top: Optional[int] = None) -> Group:
     head.append(f"{plan.strategy}: {plural(len(p.buckets), 'bucket')} on "
                 f"{plural(r.ranks, 'rank')}, {r.backend} on {r.device}; "
                 f"{plural(r.iters, 'timed iteration')} after {r.warmup} warm-up\n")
-    cm = plan.cost.describe()
-    head.append(f"prediction: {cm['name']}: alpha {cm['alpha_us']:.2f} us, bus bandwidth "
-                f"{cm['bandwidth_gbps']:.3f} GB/s — {cm['source']}\n")
+    head.append(f"prediction: {plan.cost.summary()}\n")
     head.append(f"compute: {plan.inp.compute_source}")
     table = new_table("Buckets: predicted vs measured (ms from step start; medians)")
     bare = bool(m.buckets) and m.buckets[0].bare_ms is not None
@@ -62,7 +60,9 @@ def replay_view(report: "ReplayReport", top: Optional[int] = None) -> Group:
     return Group(head, buckets, iteration, tail)
 
 
-def calibration_view(profile: CalibrationProfile) -> Group:
+def calibration_view(profile: CalibrationProfile, nccl=None) -> Group:
+    """The measured sizes; with ``nccl`` (NCCL's model of the topology given), its
+    prediction at each size beside them."""
     table = new_table(f"all-reduce on {plural(profile.gpus, 'rank')} ({profile.backend}, "
                       f"{profile.device})")
     rows = []
@@ -72,8 +72,12 @@ def calibration_view(profile: CalibrationProfile) -> Group:
         busbw = bus_bandwidth_gbps(CollectiveKind.ALL_REDUCE, pt.bytes, mean, profile.gpus)
         rows.append([format_size(pt.bytes), _ms(mean), _ms(pt.median_ms),
                      _ms(pt.predicted_ms), f"{err:+.1f}%", f"{busbw:.3f}"])
+        if nccl is not None:
+            ms = nccl.time_ms(CollectiveKind.ALL_REDUCE, pt.bytes)
+            rows[-1] += [_ms(ms), f"{100.0 * (ms - mean) / mean:+.1f}%"]
     points = value_columns(table, ["bytes", "mean ms", "median ms", "line ms", "line error",
-                                   "bus GB/s"], rows)
+                                   "bus GB/s"] + (["NCCL model ms", "NCCL error"] if nccl else []),
+                           rows)
     for row in rows:
         table.add_row(*row)
     text = Text(f"fit: alpha {profile.alpha_us:.2f} us per step, bus bandwidth "
@@ -81,6 +85,8 @@ def calibration_view(profile: CalibrationProfile) -> Group:
                 f"{profile.mape_pct:.1f}%\n"
                 "predictions use the measured means at these sizes (log-log between them); the "
                 "line only beyond them")
+    if nccl is not None:
+        text.append(f"\nNCCL model: {nccl.summary()}")
     if profile.poor:
         text.append("\npoor fit: the alpha-beta model does not explain these timings well; "
                     "predictions from it are rough", style="bold yellow")

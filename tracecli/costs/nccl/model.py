@@ -58,6 +58,10 @@ class NcclModel:
     source: str = ""
     graph_source: str = "estimated from NCCL's search rules"
     tree_pattern_tree: bool = False
+    device: str = ""
+    intra: str = ""  # "nvswitch" or "pcie"
+    nic_gbps: Optional[float] = None  # network per node, Gb/s over all its NICs
+    nics: Optional[int] = None
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -76,7 +80,9 @@ class NcclModel:
                             "node, summed over its NICs) and at least one NIC")
         ring, tree = search_graphs(GPUS[gpu], gpus_per_node, nodes, nvswitch, nic_gbps, nics)
         return cls(topo, GPUS[gpu].compcap, ring, tree, version,
-                   source=f"NCCL {version} model, {nodes} x {gpus_per_node} {gpu}")
+                   source=f"NCCL {version} model, {nodes} x {gpus_per_node} {gpu}", device=gpu,
+                   intra="nvswitch" if nvswitch else "pcie",
+                   nic_gbps=nic_gbps if nodes > 1 else None, nics=nics if nodes > 1 else None)
 
     @classmethod
     def for_platform(cls, platform: str, nodes: int, version: str = DEFAULT_VERSION) -> "NcclModel":
@@ -126,7 +132,12 @@ class NcclModel:
         return hit
 
     def time_ms(self, kind: CollectiveKind, nbytes: float, queued: bool = False) -> float:
-        return self.choice(kind, nbytes)[2] / 1000.0
+        ms = self._cache.get((kind, nbytes, "ms"))  # timelines ask for every bucket: one lookup
+        if ms is None:
+            ms = self.choice(kind, nbytes)[2] / 1000.0
+            if len(self._cache) < 200_000:
+                self._cache[(kind, nbytes, "ms")] = ms
+        return ms
 
     def linear(self, kind: CollectiveKind) -> Linear:
         key = ("linear", kind)
@@ -138,6 +149,33 @@ class NcclModel:
 
     def basis(self, kind: CollectiveKind, nbytes: float) -> Optional[str]:
         return None
+
+    def algorithm_protocol(self, kind: CollectiveKind, nbytes: float) -> Optional[tuple[str, str]]:
+        """``(algorithm, protocol)`` NCCL picks for a bucket of ``nbytes`` (``None`` on one rank)."""
+        a, p, _ = self.choice(kind, nbytes)
+        return None if a == "none" else (a, p)
+
+    def topology_doc(self) -> dict[str, Any]:
+        """The topology as ``collective --json`` reports it."""
+        t = self.topology
+        return {"nodes": t.nodes, "gpus_per_node": t.gpus_per_node, "gpus": t.ranks,
+                "device": self.device, "intra": self.intra, "nic_gbps": self.nic_gbps,
+                "nics": self.nics, "nccl_version": self.version,
+                "constants": constants_for(self.version).tag,
+                "graph": {"ring": dict(self.ring.__dict__), "tree": dict(self.tree.__dict__),
+                          "source": self.graph_source}}
+
+    def summary(self) -> str:
+        """One line: what the model is and where its figures come from."""
+        t, r = self.topology, self.ring
+        fabric = {"nvswitch": " on NVSwitch", "pcie": " on PCIe"}.get(self.intra, "") \
+            if t.gpus_per_node > 1 else ""
+        net = (f", {self.nic_gbps:g} Gb/s per node over {self.nics} NIC"
+               f"{'s' if self.nics != 1 else ''}" if self.nic_gbps else "")
+        return (f"{self.name}: NCCL {self.version}'s own model ({constants_for(self.version).tag} "
+                f"constants) of {t.nodes} x {t.gpus_per_node} {self.device or 'GPUs'}{fabric}{net}; "
+                f"ring graph {r.n_channels} channels x {r.bw_intra:g}/{r.bw_inter:g} GB/s "
+                f"({self.graph_source}); predictions, no launch floor")
 
     def on(self, gpus: int) -> "NcclModel":
         """The same node shape on ``gpus`` ranks (whole nodes; fewer than a node: one node)."""
@@ -152,6 +190,8 @@ class NcclModel:
         return {"name": self.name, "model": "nccl", "nccl_version": self.version,
                 "constants": constants_for(self.version).tag, "gpus": self.gpus,
                 "nodes": self.topology.nodes, "gpus_per_node": self.topology.gpus_per_node,
+                "device": self.device, "intra": self.intra, "nic_gbps": self.nic_gbps,
+                "nics": self.nics,
                 "graph": {"ring": self.ring.__dict__, "tree": self.tree.__dict__,
                           "source": self.graph_source},
                 "linear": f"secant of NCCL's curve between {LINE_FROM} and {LINE_TO} bytes",

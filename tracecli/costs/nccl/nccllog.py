@@ -36,7 +36,7 @@ MAX_LAT_US = 1e7
 MAX_BW_GBPS = 1e5
 PATTERNS = {1: "Tree", 2: "Tree", 3: "Tree", 4: "Ring", 5: "NVLS", 6: "CollNetDirect"}
 
-_VERSION = re.compile(r"NCCL INFO NCCL version (\S+)")
+_VERSION = re.compile(r"(?:NCCL INFO |^)NCCL version (\S+)")  # older releases print it bare
 _COMM = re.compile(r"NCCL INFO comm \S+ rank (\d+) nRanks (\d+) nNodes (\d+) localRanks (\d+)")
 _GRAPH = re.compile(r"NCCL INFO Pattern (\S+), crossNic (\S+), nChannels (\S+), (?:bw|speed) "
                     r"([^/\s]+)/([^,\s]+), type (\w+)/(\w+), sameChannels (\S+)")
@@ -118,7 +118,7 @@ def parse_nccl_log(text: str, path: str = "<log>") -> NcclLog:
     tables_done = False
     for no, raw in enumerate(text.splitlines(), 1):
         line = raw.rstrip()
-        if "NCCL INFO" not in line:
+        if "NCCL INFO" not in line and not line.startswith("NCCL version"):
             continue
         if log.version is None and (m := _VERSION.search(line)):
             log.version = m.group(1)

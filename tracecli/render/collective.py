@@ -1,0 +1,47 @@
+"""``tracecli collective``'s table: per size, NCCL's predicted time, algorithm, protocol and
+bandwidths, and the measured time and error where a run was given."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from rich.console import Group
+from rich.text import Text
+
+from ..units import format_size
+from .tables import new_table, value_columns
+
+__all__ = ["collective_view"]
+
+
+def _us(x: float) -> str:
+    return f"{x:.2f}" if x < 1e5 else f"{x:.0f}"
+
+
+def collective_view(op: str, model, rows, measured: Optional[str] = None) -> Group:
+    t = model.topology
+    head = Text()
+    head.append(f"{op} on {t.nodes} x {t.gpus_per_node} {model.device}", style="bold")
+    head.append(f" ({t.ranks} ranks)\n")
+    head.append(f"predicted: {model.summary()}")
+    if measured:
+        head.append(f"\nmeasured: out-of-place times of {measured}")
+    table = new_table("Per size: predicted by NCCL's model" + (", measured by nccl-tests"
+                                                               if measured else ""))
+    lines = []
+    for r in rows:
+        cells = [str(r.bytes), format_size(r.bytes), _us(r.predicted_us), r.algorithm, r.protocol,
+                 f"{r.algbw_gbps:.2f}", f"{r.busbw_gbps:.2f}"]
+        if measured:
+            cells += [_us(r.measured_us) if r.measured_us is not None else "-",
+                      f"{r.error_pct:+.1f}%" if r.error_pct is not None else "-"]
+        lines.append(cells)
+    cols = ["bytes", "size", "predicted us", "algorithm", "protocol", "pred algbw GB/s",
+            "pred busbw GB/s"] + (["measured us", "error"] if measured else [])
+    shown = value_columns(table, cols, lines)
+    for cells in lines:
+        table.add_row(*cells)
+    foot = Text("predicted: NCCL's own cost model (latency + bytes / bandwidth of the pair it "
+                "picks); it has no kernel-launch floor, so small sizes run slower than predicted"
+                + ("; error = (predicted - measured) / measured" if measured else ""))
+    return Group(head, shown, foot)

@@ -83,11 +83,23 @@ class Whole:
     def __rich_console__(self, console, options):
         columns = self.table.columns
         for relaxed in (columns[:len(columns) - self.values], columns):
-            if self.table.__rich_measure__(console, options).minimum <= options.max_width:
+            fits = self.table.__rich_measure__(console, options)
+            if fits.minimum <= options.max_width:
+                if fits.maximum > options.max_width:
+                    self._keep_values(columns[len(columns) - self.values:])
                 break
             for column in relaxed:
                 column.min_width = None
         yield self.table
+
+    @staticmethod
+    def _keep_values(columns) -> None:
+        """Rich narrows the widest columns first, values included: keep each value column
+        whole and stack its header's words instead."""
+        for column in columns:
+            if column.min_width:
+                column.no_wrap = True
+                column.header = "\n".join(str(column.header).split())
 
 
 def summary(trace: Trace, sizes: SizeReport) -> Text:

@@ -5,7 +5,7 @@ those under ``if TYPE_CHECKING:`` do not) and each import of a tracecli module i
 against LAYERS, lowest first:
 
     base (errors, units, jsonfile, inputfile, outfile, _gc, session)
-    < model < parsers < analysis < costs < planning
+    < model < parsers < analysis, run < costs < planning
     < render, replay (one level; neither imports the other)
     < pipeline, results, launch < cli, tracecli/__init__.py (the public API may import anything)
 
@@ -29,6 +29,7 @@ LAYERS = {
     "model": 1,
     "parsers": 2,
     "analysis": 3,
+    "run": 3,  # a whole run's rank traces: reads them with the parsers
     "costs": 4,
     "planning": 5,
     "render": 6, "replay": 6,

@@ -123,7 +123,7 @@ def run_chrome_trace(report: RunReport) -> dict[str, Any]:
     times = {}
     for t in report.collectives:
         for rank, c in t.matched.by_rank.items():
-            times[(rank, c.line)] = t
+            times[(rank, id(c))] = t
     for r in run.ranks:
         pid = r.rank
         processes[pid] = f"rank {r.rank}"
@@ -142,7 +142,7 @@ def run_chrome_trace(report: RunReport) -> dict[str, Any]:
         for c in r.collectives:
             if c.start is None or c.end is None:
                 continue
-            t = times.get((r.rank, c.line))
+            t = times.get((r.rank, id(c)))
             args = {"elements": c.elements, "dtype": c.dtype, "purpose": c.purpose}
             wait = t.wait_ms.get(r.rank) if t is not None and t.transfer_ms is not None else None
             if wait:

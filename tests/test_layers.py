@@ -34,7 +34,7 @@ LAYERS = {
     "planning": 5,
     "render": 6, "replay": 6,
     "export": 6,  # the graph exporters write a Trace out as a renderer does
-    "pipeline": 7, "results": 7, "launch": 7,
+    "pipeline": 7, "results": 7, "launch": 7, "runplan": 7,
     "cli": 8, "__init__": 8,
 }
 NAMES = {0: "base", 1: "model", 2: "parsers", 3: "analysis", 4: "costs", 5: "planning",

@@ -61,6 +61,7 @@ class RankData(NamedTuple):
     world_size: Optional[int]
     backend: Optional[str]
     groups: Optional[int]  # distributedInfo.pg_count
+    groups_span_all: bool  # distributedInfo.pg_config lists every group, each of every rank
     base_us: int  # baseTimeNanoseconds // 1000 (0 when absent)
     steps: tuple[RankStep, ...]
     collectives: tuple[RankCollective, ...]
@@ -99,6 +100,14 @@ def _world(path: str, top: dict) -> tuple[Optional[int], Optional[int], Optional
     backend = info.get("backend")
     return (_int(info, "rank", MAX_RANK), _int(info, "world_size", MAX_RANK),
             backend[:40] if isinstance(backend, str) else None, _int(info, "pg_count", MAX_RANK))
+
+
+def _span_all(top: dict, world: Optional[int], groups: Optional[int]) -> bool:
+    info = top.get("distributedInfo")
+    config = info.get("pg_config") if isinstance(info, dict) else None
+    if not isinstance(config, list) or world is None or len(config) != (groups or 1):
+        return False
+    return all(isinstance(g, dict) and g.get("pg_size") == world for g in config)
 
 
 def _base_us(path: str, top: dict) -> int:
@@ -153,7 +162,8 @@ def read_rank(path: str) -> RankData:
             found[k].index, l.kind.value, purpose(l, steps[k].backward), l.elements, l.dtype,
             group, seq, l.event.ts, run.ts if run else None, run.end if run else None,
             None if run is None else ("gpu" if run.cat == "kernel" else "cpu"), l.event.line))
-    return RankData(path, rank, rank_from, world, backend, groups, _base_us(path, ev.top),
+    return RankData(path, rank, rank_from, world, backend, groups,
+                    _span_all(ev.top, world, groups), _base_us(path, ev.top),
                     steps, tuple(out), ev.events)
 
 

@@ -3,7 +3,9 @@
 Keys, best first: the process group and its sequence number where every rank's trace
 records them (``Seq``); else the process group's name and the order of launch within it,
 step by step (``Process Group Name``, torch >= 2.4); else the order of launch, step by
-step, when the run has one process group. Matched collectives must agree on kind, element
+step, when the run has one process group, or several whose ``pg_config`` says each holds
+every rank (an SPMD program launches them in one order on every rank; the kind, size and
+dtype checks catch where it did not). Matched collectives must agree on kind, element
 count and dtype. What cannot be lined up is kept as :class:`Unmatched`, with why, and
 never matched silently.
 """
@@ -123,6 +125,9 @@ def match(run: Run) -> Matching:
         named = bool(every) and all(c.group is not None for c in every)
         groups = max((r.groups or 0) for r in run.ranks)
         key = "group order" if named else "launch order"
+        spanning = all(r.groups_span_all for r in run.ranks)
+        if not named and groups > 1 and spanning:
+            key = "launch order (several process groups, each of every rank)"
         per: dict[tuple, dict[int, list]] = defaultdict(lambda: defaultdict(list))
         for r in run.ranks:
             for c in r.collectives:
@@ -130,11 +135,12 @@ def match(run: Run) -> Matching:
         for (step, group), lists in per.items():
             for r in run.ranks:
                 lists.setdefault(r.rank, [])
-            if not named and groups > 1:
+            if not named and groups > 1 and not spanning:
                 lost.append(Unmatched(step, None, max(len(v) for v in lists.values()),
-                                      f"the run has {groups} process groups and its traces do "
-                                      "not name them (Process Group Name, torch >= 2.4): which "
-                                      "collective is which cannot be told"))
+                                      f"the run has {groups} process groups, its traces do "
+                                      "not name them (Process Group Name, torch >= 2.4) and "
+                                      "their pg_config does not show each holding every rank: "
+                                      "which collective is which cannot be told"))
                 continue
             _line_up(run, lists, step, group, out, lost)
     low = run.ranks[0].rank

@@ -1,0 +1,85 @@
+"""Planning from a whole run: the lowest rank's trace, its collectives timed by transfer.
+
+``plan-buckets RUN`` plans the lowest rank's step (every rank of a data-parallel run
+computes the same gradients) with the cost model fitted to the transfer times across ranks
+(:func:`tracecli.run.transfer.without_waits`), not to a rank's recorded durations, which
+include waiting for the slowest rank; it says the fit's quality both ways. ``--compare``
+shows the run as measured, the run without its stragglers (transfer times, as measured
+otherwise) and every strategy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Optional, Union
+
+from .analysis.observed import measured_allreduces
+from .costs import CostModel, fit_ring
+from .errors import CalibrationError, PlanError
+from .model import Trace
+from .pipeline import ComputeRequest, CostRequest, Planned, as_run, compare_trace, plan_trace
+from .planning import StrategyOptions
+from .planning.plan import CompareRow
+from .run import RunReport
+from .run.transfer import without_waits
+
+__all__ = ["run_trace", "plan_run", "compare_run", "fit_quality"]
+
+MEASURED = "as run (measured)"
+CLEAN = "as run without stragglers"
+
+
+def fit_quality(trace: Trace) -> Optional[str]:
+    """``R² .., MAPE ..%`` of the alpha-beta line fitted to the trace's gradient
+    all-reduces, or ``None`` where there is no fit."""
+    points, ranks, _ = measured_allreduces(trace)
+    if not points or not ranks or ranks < 2 or len({n for n, _ in points}) < 2:
+        return None
+    try:
+        fit = fit_ring(points, ranks)
+    except CalibrationError:
+        return None
+    return f"R²={fit.r2:.2f}, MAPE {fit.mape_pct:.0f}%"
+
+
+def run_trace(trace: Trace, report: RunReport) -> tuple[Trace, list[str]]:
+    """The lowest rank's ``trace`` with transfer times, and what to say about it."""
+    n = len(report.run.ranks)
+    if n < 2:
+        return trace, ["the run has one rank: its collectives' recorded times (waits "
+                       "included) are all there is to fit the cost model to"]
+    clean, changed, kept = without_waits(trace, report)
+    before, after = fit_quality(trace), fit_quality(clean)
+    said = [f"planning rank {report.run.ranks[0].rank}'s step with the collectives' transfer "
+            f"times across the run's {n} ranks ({changed} collectives; waits for late ranks "
+            "removed)"]
+    if before or after:
+        said.append(f"cost model fitted to transfer times: {after or 'no fit'} (each rank's "
+                    f"recorded times, waits included: {before or 'no fit'})")
+    if kept:
+        said.append(f"{kept} collectives not matched on every rank keep their recorded times")
+    return clean, said
+
+
+def plan_run(trace: Trace, report: RunReport, name: str, options: StrategyOptions,
+             compute: ComputeRequest, cost: Union[CostModel, CostRequest]) -> Planned:
+    clean, said = run_trace(trace, report)
+    planned = plan_trace(clean, name, options, compute, cost)
+    return replace(planned, notices=tuple(said) + planned.notices)
+
+
+def compare_run(trace: Trace, report: RunReport, options: StrategyOptions,
+                compute: ComputeRequest, cost: Union[CostModel, CostRequest]) -> Planned:
+    """Every strategy under the transfer-fitted model, the run without its stragglers and
+    the run as measured (the lowest rank's own recorded times)."""
+    clean, said = run_trace(trace, report)
+    planned = compare_trace(clean, options, compute, cost)
+    rows = [CompareRow(CLEAN, r.plan) if r.label == MEASURED else r for r in planned.rows]
+    if len(report.run.ranks) > 1 and any(r.label == CLEAN for r in rows):
+        try:
+            measured = as_run(trace, compute, planned.cost).plan
+            if measured is not None:
+                rows.insert(0, CompareRow(MEASURED, measured))
+        except PlanError as exc:
+            said.append(f"no as-measured row: {exc.message}")
+    return replace(planned, rows=rows, notices=tuple(said) + planned.notices)

@@ -28,10 +28,10 @@ from .load import Run
 from .match import Matched, Matching
 
 __all__ = ["CollectiveTimes", "RankStepTimes", "StepReport", "RunReport", "analyze",
-           "noise_ms", "NOISE_FLOOR_MS", "NOISE_FRACTION", "SYNC_KINDS"]
+           "noise_ms", "NOISE_FLOOR_MS", "NOISE_K", "SYNC_KINDS"]
 
 NOISE_FLOOR_MS = 1.0
-NOISE_FRACTION = 0.05
+NOISE_K = 5.0
 SYNC_KINDS = frozenset({"allreduce", "allgather", "reduce_scatter", "barrier"})
 
 
@@ -77,10 +77,13 @@ class RunReport(NamedTuple):
         return [r.rank for r in self.run.ranks]
 
 
-def noise_ms(step_ms: float) -> float:
-    """The lateness a step's ranks show without a straggler: scheduling and launch jitter,
-    taken as :data:`NOISE_FRACTION` of the step time, at least :data:`NOISE_FLOOR_MS`."""
-    return max(NOISE_FLOOR_MS, NOISE_FRACTION * step_ms)
+def noise_ms(lateness: list[float]) -> float:
+    """How late a rank can be without being a straggler: :data:`NOISE_K` times the median
+    lateness of the run's collectives (the gap between the last two arrivals), at least
+    :data:`NOISE_FLOOR_MS`. A late rank delays the first collective it reaches; the ones
+    queued behind it start together, so the median stays the run's jitter even when a rank
+    is late in every step."""
+    return max(NOISE_FLOOR_MS, NOISE_K * statistics.median(lateness)) if lateness else NOISE_FLOOR_MS
 
 
 def _times(m: Matched) -> CollectiveTimes:
@@ -142,7 +145,7 @@ def _steps(run: Run, times: list[CollectiveTimes]) -> list[StepReport]:
     by_step: dict = defaultdict(list)
     for t in times:
         by_step[t.matched.step].append(t)
-    reports = []
+    per_step = []
     for k, ref in enumerate(run.ranks[0].steps):
         mine = by_step.get(ref.index, [])
         per = {}
@@ -150,23 +153,31 @@ def _steps(run: Run, times: list[CollectiveTimes]) -> list[StepReport]:
             s = r.steps[k]
             spans = [(c.start, c.end) for c in r.collectives
                      if c.step == ref.index and c.start is not None and c.end is not None]
+            waits = [(c.start, c.start + t.wait_ms[r.rank] * 1000.0) for t in mine
+                     if t.transfer_ms is not None and (c := t.matched.by_rank.get(r.rank))]
             step_ms = (s.end - s.ts) / 1000.0
-            busy = _busy_ms(spans, s.ts, s.end)
-            per[r.rank] = RankStepTimes(
-                step_ms, step_ms - busy, sum(t.wait_ms.get(r.rank, 0.0) for t in mine),
-                sum(t.transfer_ms for t in mine if t.transfer_ms is not None and r.rank in t.wait_ms))
-        charged: dict[int, float] = defaultdict(float)
+            busy, wait = _busy_ms(spans, s.ts, s.end), _busy_ms(waits, s.ts, s.end)
+            per[r.rank] = RankStepTimes(step_ms, step_ms - busy, wait, busy - wait)
+        # lateness charged to the last rank: on its own clock (collectives end together),
+        # from when the rank before it arrived to when it did; overlapping ones count once
+        late: dict[int, list] = defaultdict(list)
         for t in mine:
-            if t.last is not None:
-                charged[t.last] += t.lateness_ms
-        noise = noise_ms(statistics.median(p.step_ms for p in per.values()))
+            if t.last is not None and t.lateness_ms > 0:
+                end = t.matched.by_rank[t.last].end
+                late[t.last].append((end - (t.transfer_ms + t.lateness_ms) * 1000.0,
+                                     end - t.transfer_ms * 1000.0))
+        charged = {r: _busy_ms(spans, float("-inf"), float("inf")) for r, spans in late.items()}
+        per_step.append((ref, per, charged))
+    lateness = [t.lateness_ms for t in times if t.last is not None]
+    noise = noise_ms(lateness)
+    reports = []
+    for ref, per, charged in per_step:
         straggler, lost = None, 0.0
         if charged:
             top = max(sorted(charged), key=lambda r: charged[r])
             if charged[top] > noise:
                 straggler, lost = top, charged[top]
-        reports.append(StepReport(ref.index, ref.label, straggler, lost, noise, per,
-                                  dict(charged)))
+        reports.append(StepReport(ref.index, ref.label, straggler, lost, noise, per, charged))
     return reports
 
 

@@ -1,0 +1,118 @@
+"""tracecli against the real multi-rank runs' own truth (issue 16).
+
+Each case of ``tests/fixtures/multirank/`` is a real torch 2.13 CPU gloo run, one trace per
+rank, with ``truth.json`` written by the run itself (``generate.py``): the injected straggler
+(rank, step, sleep), the clock offsets added to each rank's timestamps, how far each rank's
+backward began behind the last rank's on the ranks' shared clock (``time.time_ns()``), and
+the noise of the machine, measured. Every expected number here is from ``truth.json``.
+
+Tolerances, from the truth's own measurements:
+
+- a rank's wait in the injected step is its backward's start behind the straggler's, within
+  the largest wait the same run's collectives show in the steps without injection
+  (``noise.trace_gloo_all_reduce_ms.wait.max``): that much a rank waits without a straggler;
+- ``lost_ms`` is the smallest of those (the rank that arrived just before the straggler
+  waited that long for it alone), within the same noise;
+- a clock offset is a median of end differences, each off by at most the spread of the
+  collectives' ends on the true clock (``noise.trace_gloo_all_reduce_ms
+  .end_spread_true_clock.max``), so the estimate is within that spread.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import FIXTURES, run
+
+from tracecli.run import analyze_run
+
+RUNS = FIXTURES / "multirank"
+CASES = sorted(p.name for p in RUNS.iterdir() if (p / "truth.json").is_file())
+
+
+def truth(case: str) -> dict:
+    return json.loads((RUNS / case / "truth.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def reports():
+    return {case: analyze_run([str(RUNS / case)], processes=2) for case in CASES}
+
+
+def test_the_cases_are_there():
+    assert {"gloo2_straggler", "gloo4_straggler_offsets", "gloo2_clean"} <= set(CASES)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_every_rank_and_step_is_read(reports, case):
+    t, r = truth(case), reports[case]
+    assert r.ranks == list(range(t["world_size"]))
+    assert [s.step for s in r.steps] == t["steps_present"]
+    assert not r.matching.unmatched
+    assert r.collectives
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_injected_straggler_is_found_and_no_other(reports, case):
+    t, r = truth(case), reports[case]
+    injected = {s["step"]: s["rank"] for s in t["stragglers"]}
+    found = {s.step: s.straggler for s in r.steps if s.straggler is not None}
+    assert found == injected
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_injected_delay_is_in_the_others_waits(reports, case):
+    t, r = truth(case), reports[case]
+    noise = t["noise"]["trace_gloo_all_reduce_ms"]["wait"]["max"]
+    for inj in t["stragglers"]:
+        step = next(s for s in r.steps if s.step == inj["step"])
+        behind = t["steps"][str(inj["step"])]["backward_start_behind_last_ms"]
+        others = [int(k) for k in behind if int(k) != inj["rank"]]
+        for rank in others:
+            assert step.ranks[rank].wait_ms == pytest.approx(behind[str(rank)], abs=noise)
+        assert step.lost_ms == pytest.approx(min(behind[str(k)] for k in others), abs=noise)
+        assert step.lost_ms > 0.5 * inj["slept_ms"]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_clock_offsets_are_recovered(reports, case):
+    t, r = truth(case), reports[case]
+    spread_us = 1000.0 * t["noise"]["trace_gloo_all_reduce_ms"]["end_spread_true_clock"]["max"]
+    for rank, offset in t["clock_offset_us"].items():
+        assert r.clock_offset_us[int(rank)] == pytest.approx(offset, abs=spread_us)
+
+
+def test_two_unnamed_process_groups_are_matched_and_said(reports):
+    if "gloo2_twogroups" not in reports:
+        pytest.skip("no two-group case")
+    r = reports["gloo2_twogroups"]
+    assert "several process groups" in r.matching.key
+    sizes = {t.matched.first.elements for t in r.collectives}
+    assert 4096 in sizes  # the second group's all-reduce (generate.py), matched on both ranks
+
+
+def test_inspect_run_json_and_text(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    case = RUNS / "gloo4_straggler_offsets"
+    t = truth(case.name)
+    result = run("inspect", case, "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["ranks"] == [0, 1, 2, 3]
+    assert set(doc["clock_offset_us"]) == set(t["clock_offset_us"])
+    by_step = {s["step"]: s["straggler"] for s in doc["steps"]}
+    for inj in t["stragglers"]:
+        assert by_step[inj["step"]] == inj["rank"]
+    text = run("inspect", case)
+    assert text.exit_code == 0
+    assert f"straggler: rank {t['stragglers'][0]['rank']}" in text.output
+
+
+def test_plan_buckets_on_a_run_fits_transfer_times(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = run("plan-buckets", RUNS / "gloo2_straggler", "--compare")
+    assert result.exit_code == 0, result.output
+    assert "cost model fitted to transfer times" in result.stderr
+    assert "as run (measured)" in result.output
+    assert "as run without stragglers" in result.output

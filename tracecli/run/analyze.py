@@ -31,7 +31,7 @@ __all__ = ["CollectiveTimes", "RankStepTimes", "StepReport", "RunReport", "analy
            "noise_ms", "NOISE_FLOOR_MS", "NOISE_K", "SYNC_KINDS"]
 
 NOISE_FLOOR_MS = 1.0
-NOISE_K = 5.0
+NOISE_K = 10.0
 SYNC_KINDS = frozenset({"allreduce", "allgather", "reduce_scatter", "barrier"})
 
 

@@ -179,6 +179,9 @@ def main() -> None:
               f"{run['largest_mb']:.0f} MB, whole tree {run['tree_mb']:.0f} MB, "
               f"{run['collectives']} collectives matched")
         ok_time = run["seconds"] <= target
+        print(f"time: {run['seconds']:.2f} s vs target ({args.ranks}/{cores}) x "
+              f"{alone['seconds']:.2f} s x {TARGET_FACTOR} = {target:.2f} s: "
+              f"{'met' if ok_time else 'NOT met'}")
         per_rank = (run["tree_mb"] - few["tree_mb"]) / max(1, args.ranks - args.small)
         trace_mb = files[0].stat().st_size / 1e6
         ok_mem = run["tree_mb"] <= MEMORY_LIMIT_MB and per_rank <= GROWTH_FRACTION * trace_mb
@@ -187,6 +190,7 @@ def main() -> None:
               f"{per_rank:.2f} MB more per rank (what it keeps of a {trace_mb:.0f} MB trace; "
               f"bound {GROWTH_FRACTION:.0%} of it); largest process {run['largest_mb']:.0f} MB "
               f"vs {few['largest_mb']:.0f} MB: {'met' if ok_mem else 'NOT met'}")
+
 
 if __name__ == "__main__":
     main()

@@ -32,6 +32,7 @@ def run_json(report: RunReport) -> dict[str, Any]:
     first = run.ranks[0]
     steps = [{"step": s.step, "label": s.label, "straggler": s.straggler,
               "lost_ms": round(s.lost_ms, 3), "noise_ms": round(s.noise_ms, 3),
+              "charged_ms": _by_rank(s.charged_ms),
               "ranks": {str(r): {"step_ms": round(t.step_ms, 3), "compute_ms": round(t.compute_ms, 3),
                                  "wait_ms": round(t.wait_ms, 3), "transfer_ms": round(t.transfer_ms, 3)}
                         for r, t in sorted(s.ranks.items())}}

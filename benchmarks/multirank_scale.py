@@ -77,7 +77,7 @@ def make_run(directory: Path, ranks: int, megabytes: float) -> None:
     except ImportError:
         multirank_input = None
     if multirank_input is not None and hasattr(multirank_input, "make_run"):
-        multirank_input.make_run(directory, ranks, megabytes)
+        multirank_input.make_run(directory, ranks, megabytes, jobs=os.cpu_count() or 1)
         return
     directory.mkdir(parents=True, exist_ok=True)
     first = directory / "rank0.json"
@@ -141,7 +141,7 @@ def measure(path: Path) -> dict:
     largest = int(err.decode().strip().splitlines()[-1])
     return {"seconds": seconds, "largest_mb": largest / 1024,
             "tree_mb": peak[0] / 1024, "ranks": len(doc["ranks"]),
-            "collectives": len(doc["collectives"])}
+            "collectives": len(doc["collectives"]), "offsets": doc["clock_offset_us"]}
 
 
 def main() -> None:
@@ -156,7 +156,8 @@ def main() -> None:
         big = Path(tmp) / "run"
         t = time.perf_counter()
         make_run(big, args.ranks, args.mb)
-        files = sorted(big.iterdir())
+        files = sorted((f for f in big.iterdir() if f.name != "run.json"),
+                       key=lambda f: int("".join(c for c in f.name if c.isdigit()) or 0))
         size = sum(f.stat().st_size for f in files) / 1e6
         print(f"made {len(files)} rank traces, {size:,.0f} MB in all, in "
               f"{time.perf_counter() - t:.1f} s; {cores} cores")
@@ -178,6 +179,15 @@ def main() -> None:
         print(f"{args.ranks} ranks: {run['seconds']:.2f} s, largest process "
               f"{run['largest_mb']:.0f} MB, whole tree {run['tree_mb']:.0f} MB, "
               f"{run['collectives']} collectives matched")
+        described = big / "run.json"  # multirank_input.py's: the offsets its run holds
+        expected = json.loads(described.read_text()).get("clock_offset_us") \
+            if described.is_file() else None
+        if expected:
+            errors = [abs(run["offsets"][r] - v) for r, v in expected.items()
+                      if run["offsets"].get(r) is not None]
+            print(f"clock offsets of {len(errors)} ranks against multirank_input.py's "
+                  f"(source truth + added): largest error {max(errors):,.0f} us, median "
+                  f"{sorted(errors)[len(errors) // 2]:,.0f} us")
         ok_time = run["seconds"] <= target
         print(f"time: {run['seconds']:.2f} s vs target ({args.ranks}/{cores}) x "
               f"{alone['seconds']:.2f} s x {TARGET_FACTOR} = {target:.2f} s: "

@@ -85,3 +85,35 @@ def test_a_corrupt_value_in_one_rank_is_one_line_naming_it(tmp_path, change, wor
     change(d)
     bad = write(tmp_path / "rank1.json.gz", d)
     assert_error(run("inspect", tmp_path), bad, words)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_mutated_rank_is_read_or_refused_in_one_line(tmp_path, seed):
+    """Seeded mutations of one real rank's text (bytes replaced, deleted, the file cut):
+    the run is read, or refused with one line naming that file; never a traceback."""
+    import gzip
+    import random
+
+    from conftest import FIXTURES
+
+    case = FIXTURES / "multirank" / "gloo2_clean"
+    rng = random.Random(seed)
+    text = bytearray(gzip.decompress((case / "rank1.json.gz").read_bytes()))
+    for _ in range(rng.randint(1, 6)):
+        at = rng.randrange(len(text))
+        how = rng.choice(["replace", "delete", "cut"])
+        if how == "replace":
+            text[at] = rng.choice(b'{}[],:"0-9e.x\n ')
+        elif how == "delete":
+            del text[at:at + rng.randint(1, 40)]
+        else:
+            del text[at:]
+    (tmp_path / "rank0.json.gz").write_bytes((case / "rank0.json.gz").read_bytes())
+    bad = tmp_path / "rank1.json"
+    bad.write_bytes(bytes(text))
+    result = run("inspect", tmp_path, "--json")
+    assert result.exit_code in (0, 2), result.output
+    if result.exit_code == 2:
+        assert_error(result, str(bad))
+    else:
+        json.loads(result.stdout)

@@ -192,9 +192,10 @@ def analyze(run: Run, matching: Matching) -> RunReport:
     if len(run.ranks) == 1:
         r = run.ranks[0]
         world = f" of a world of {r.world_size}" if r.world_size else ""
-        notes.append(f"one rank{world}: its collectives' durations include the time it waited "
-                     "for the other ranks; wait, transfer, stragglers and clock offsets need "
-                     "every rank's trace (pass the run's directory)")
+        notes.append(f"one rank{world}: its step times and collective durations are its "
+                     "own (each duration an upper bound on the transfer), but they include "
+                     "the time it waited for the other ranks; wait, transfer, stragglers and "
+                     "clock offsets need every rank's trace (pass the run's directory)")
     lost = [t for t in times if t.transfer_ms is None and len(t.matched.by_rank) > 1]
     if lost:
         notes.append(f"{len(lost)} matched collectives lack an execution on some rank (the "

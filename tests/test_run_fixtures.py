@@ -156,4 +156,21 @@ def test_plan_buckets_on_a_run_fits_transfer_times(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     assert "cost model fitted to transfer times" in result.stderr
     assert "as run (measured)" in result.output
-    assert "as run without stragglers" in result.output
+    assert "as run, every rank on time" in result.output
+
+
+@pytest.mark.parametrize("case", ["gloo2_straggler", "gloo4_straggler_offsets"])
+def test_compare_on_a_run_gives_back_the_injected_step_its_wait(tmp_path, monkeypatch, case):
+    """In the injected step, the run as measured and the run with every rank on time differ
+    by what rank 0 waited: its backward's start behind the straggler's (truth), within the
+    noise (the largest wait the same run shows without injection)."""
+    monkeypatch.chdir(tmp_path)
+    t = truth(case)
+    noise = t["noise"]["trace_gloo_all_reduce_ms"]["wait"]["max"]
+    inj = t["stragglers"][0]
+    result = run("plan-buckets", RUNS / case, "--compare", "--step", inj["step"], "--json")
+    assert result.exit_code == 0, result.output
+    rows = {r["label"]: r for r in json.loads(result.stdout)["compare"]}
+    saved = rows["as run (measured)"]["iteration_ms"] - rows["as run, every rank on time"]["iteration_ms"]
+    behind = t["steps"][str(inj["step"])]["backward_start_behind_last_ms"]["0"]
+    assert saved == pytest.approx(behind, abs=noise)

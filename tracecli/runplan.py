@@ -4,8 +4,10 @@
 computes the same gradients) with the cost model fitted to the transfer times across ranks
 (:func:`tracecli.run.transfer.without_waits`), not to a rank's recorded durations, which
 include waiting for the slowest rank; it says the fit's quality both ways. ``--compare``
-shows the run as measured, the run without its stragglers (transfer times, as measured
-otherwise) and every strategy.
+shows the run as measured, the run with every rank on time (no rank waits for another:
+each collective takes its transfer time, those queued behind a wait move up, and the
+backward pass, which DDP ends when its last all-reduce does, ends that much sooner) and
+every strategy.
 """
 
 from __future__ import annotations
@@ -19,14 +21,15 @@ from .errors import CalibrationError, PlanError
 from .model import Trace
 from .pipeline import ComputeRequest, CostRequest, Planned, as_run, compare_trace, plan_trace
 from .planning import StrategyOptions
-from .planning.plan import CompareRow
+from .planning.asrun import RunBucket, as_run_plan
+from .planning.plan import BucketPlan, CompareRow
 from .run import RunReport
 from .run.transfer import without_waits
 
 __all__ = ["run_trace", "plan_run", "compare_run", "fit_quality"]
 
 MEASURED = "as run (measured)"
-CLEAN = "as run without stragglers"
+CLEAN = "as run, every rank on time"
 
 
 def fit_quality(trace: Trace) -> Optional[str]:
@@ -58,6 +61,12 @@ def run_trace(trace: Trace, report: RunReport) -> tuple[Trace, list[str]]:
                     f"recorded times, waits included: {before or 'no fit'})")
     if kept:
         said.append(f"{kept} collectives not matched on every rank keep their recorded times")
+    late = [st for st in report.steps if st.straggler is not None]
+    if late:
+        shown = ", ".join(f"{st.label} (rank {st.straggler}, {st.lost_ms:.1f} ms lost)"
+                          for st in late[:4]) + (", ..." if len(late) > 4 else "")
+        step = trace.step.label if trace.step is not None else "the traced step"
+        said.append(f"stragglers in {shown}; this plans {step} (pass --step K for another)")
     return clean, said
 
 
@@ -80,13 +89,32 @@ def plan_run(trace: Trace, report: RunReport, name: str, options: StrategyOption
     return replace(planned, notices=_notices(said, planned, len(report.run.ranks) > 1))
 
 
+def _on_time(plan: BucketPlan, waited_ms: float) -> BucketPlan:
+    """The as-run plan (collectives already at their transfer times) with the step's
+    backward ending ``waited_ms`` sooner (the rank's waits in the step, overlaps once): a
+    rank's backward ends when its last all-reduce does (DDP waits for them), so it held
+    its waits for late ranks too."""
+    lost_ms = waited_ms
+    if lost_ms <= 0:
+        return plan
+    buckets = [RunBucket(b.members, b.nbytes, b.dtype, b.ready_ms, b.start_ms, b.end_ms)
+               for b in plan.buckets]
+    ready = max((b.ready_ms for b in buckets), default=plan.inp.forward_ms)
+    inp = replace(plan.inp, backward_end_ms=max(ready, plan.inp.backward_end_ms - lost_ms))
+    return as_run_plan(inp, buckets, plan.cost, plan.notes)
+
+
 def compare_run(trace: Trace, report: RunReport, options: StrategyOptions,
                 compute: ComputeRequest, cost: Union[CostModel, CostRequest]) -> Planned:
-    """Every strategy under the transfer-fitted model, the run without its stragglers and
+    """Every strategy under the transfer-fitted model, the run with every rank on time and
     the run as measured (the lowest rank's own recorded times)."""
     clean, said = run_trace(trace, report)
     planned = compare_trace(clean, options, compute, cost)
-    rows = [CompareRow(CLEAN, r.plan) if r.label == MEASURED else r for r in planned.rows]
+    step = trace.step.index if trace.step is not None else None
+    low = report.run.ranks[0].rank
+    waited = next((st.ranks[low].wait_ms for st in report.steps if st.step == step), 0.0)
+    rows = [CompareRow(CLEAN, _on_time(r.plan, waited)) if r.label == MEASURED else r
+            for r in planned.rows]
     if len(report.run.ranks) > 1 and any(r.label == CLEAN for r in rows):
         try:
             measured = as_run(trace, compute, planned.cost).plan

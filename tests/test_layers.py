@@ -5,7 +5,7 @@ those under ``if TYPE_CHECKING:`` do not) and each import of a tracecli module i
 against LAYERS, lowest first:
 
     base (errors, units, jsonfile, inputfile, outfile, _gc, session)
-    < model < parsers < analysis < costs < planning
+    < model < parsers < analysis, run < costs < planning
     < render, replay (one level; neither imports the other)
     < pipeline, results, launch < cli, tracecli/__init__.py (the public API may import anything)
 
@@ -29,11 +29,12 @@ LAYERS = {
     "model": 1,
     "parsers": 2,
     "analysis": 3,
+    "run": 3,  # a whole run's rank traces: reads them with the parsers
     "costs": 4,
     "planning": 5,
     "render": 6, "replay": 6,
     "export": 6,  # the graph exporters write a Trace out as a renderer does
-    "pipeline": 7, "results": 7, "launch": 7,
+    "pipeline": 7, "results": 7, "launch": 7, "runplan": 7,
     "cli": 8, "__init__": 8,
 }
 NAMES = {0: "base", 1: "model", 2: "parsers", 3: "analysis", 4: "costs", 5: "planning",

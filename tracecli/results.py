@@ -18,11 +18,12 @@ if TYPE_CHECKING:
     from .model import Trace
     from .pipeline import Inspected, Planned
     from .planning.plan import BucketPlan
+    from .run import RunReport
     from .session import Session
 
-__all__ = ["Result", "InspectResult", "ExportResult", "PlanResult", "CompareResult",
-           "DryRunResult", "ReplayResult", "CalibrationResult", "StatusResult",
-           "CollectiveResult"]
+__all__ = ["Result", "InspectResult", "RunResult", "RunExportResult", "ExportResult",
+           "PlanResult", "CompareResult", "DryRunResult", "ReplayResult", "CalibrationResult",
+           "StatusResult", "CollectiveResult"]
 
 
 class Result:
@@ -61,6 +62,43 @@ class InspectResult(Result):
         i = self.inspected
         return inspect_view(i.trace, i.ready, i.sizes, top=top, per_gradient=self.per_gradient,
                             details=i.details, compute_source=i.source)
+
+
+class RunResult(Result):
+    """A run's straggler report (``inspect RUN``)."""
+
+    def __init__(self, report: RunReport):
+        self.report = report
+
+    def json_text(self) -> str:
+        from .render.run import run_json
+
+        return jsonout.dumps(run_json(self.report))
+
+    def lines(self):
+        from .render.run import run_lines
+
+        return run_lines(self.report)
+
+    def chrome_trace(self):
+        from .render.run import run_chrome_trace
+
+        return run_chrome_trace(self.report)
+
+
+class RunExportResult(RunResult):
+    """A run's aligned timeline (``export RUN --to chrome``)."""
+
+    def lines(self):
+        return None
+
+    def json_text(self) -> str:
+        return ""
+
+    def file_text(self):
+        from .render.run import run_chrome_trace
+
+        return jsonout.dumps(run_chrome_trace(self.report))
 
 
 class ExportResult(Result):

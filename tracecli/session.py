@@ -50,13 +50,17 @@ class RememberedTrace:
     sha256: str = ""
     size: int = 0
     mtime_ns: int = 0
+    run: Optional[tuple[str, ...]] = None  # a run: its directory or files, absolute
 
     def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        doc = dict(self.__dict__)
+        doc["run"] = list(self.run) if self.run is not None else None
+        return doc
 
 
 _TRACE_FIELDS = {"path": str, "given": str, "format": (str, type(None)), "sizes": (str, type(None)),
-                 "step": (int, type(None)), "sha256": str, "size": int, "mtime_ns": int}
+                 "step": (int, type(None)), "sha256": str, "size": int, "mtime_ns": int,
+                 "run": (list, type(None))}
 _PLAN_FIELDS = {"strategy": str, "options": dict, "file": str, "trace_sha256": (str, type(None))}
 
 
@@ -71,7 +75,41 @@ def _checked(doc: Any, fields: dict[str, Any], what: str) -> dict[str, Any]:
 
 
 def _checked_trace(doc: Any) -> RememberedTrace:
-    return RememberedTrace(**_checked(doc, _TRACE_FIELDS, "trace"))
+    if isinstance(doc, dict) and "run" not in doc:  # a state file from before runs
+        doc = dict(doc, run=None)
+    fields = _checked(doc, _TRACE_FIELDS, "trace")
+    if fields["run"] is not None:
+        if not fields["run"] or not all(isinstance(p, str) for p in fields["run"]):
+            raise ValueError("its trace's run is not a list of paths")
+        fields = dict(fields, run=tuple(fields["run"]))
+    return RememberedTrace(**fields)
+
+
+MAX_RUN_ENTRIES = 4096  # as tracecli.run.discover lists at most
+
+
+def run_fingerprint(paths: tuple[str, ...]) -> tuple[str, int, int]:
+    """A run's files by name, size and modification time (hashing every rank's trace
+    would read gigabytes): its digest, total size and latest modification."""
+    h = hashlib.sha256()
+    total, latest = 0, 0
+    files = []
+    for p in paths:
+        if os.path.isdir(p):
+            with os.scandir(p) as entries:
+                for count, entry in enumerate(entries):
+                    if count >= MAX_RUN_ENTRIES:
+                        break
+                    if entry.name.endswith((".json", ".json.gz")):
+                        files.append(entry.path)
+        else:
+            files.append(p)
+    for f in sorted(files):
+        info = os.stat(f)
+        total += info.st_size
+        latest = max(latest, info.st_mtime_ns)
+        h.update(f"{f}\0{info.st_size}\0{info.st_mtime_ns}\n".encode("utf-8", "replace"))
+    return h.hexdigest(), total, latest
 
 
 def _checked_plan(doc: Any) -> dict[str, Any]:
@@ -144,16 +182,42 @@ class Session:
         self.trace = RememberedTrace(path, given, format, os.path.abspath(sizes) if sizes else None,
                                      step, digest, info.st_size, info.st_mtime_ns)
 
-    def is_remembered(self, given: str) -> bool:
-        """Whether ``given`` names the remembered trace's file."""
-        return given != "-" and self.trace is not None and \
-            os.path.abspath(given) == self.trace.path
+    def remember_run(self, given: tuple[str, ...]) -> None:
+        """A run (its directory, or its files) as the remembered trace."""
+        paths = tuple(os.path.abspath(p) for p in given)
+        digest, size, mtime = run_fingerprint(paths)
+        if self.trace is None or self.trace.sha256 != digest or self.trace.run != paths:
+            self.plan = None
+        shown = given[0] if len(given) == 1 else f"{given[0]} and {len(given) - 1} more"
+        self.trace = RememberedTrace(paths[0], shown, None, None, None, digest, size, mtime, paths)
+
+    def is_remembered(self, given) -> bool:
+        """Whether ``given`` (a path, or a run's paths) names the remembered trace or run."""
+        if self.trace is None or given is None:
+            return False
+        if isinstance(given, tuple) or self.trace.run is not None:
+            paths = given if isinstance(given, tuple) else (given,)
+            return self.trace.run == tuple(os.path.abspath(p) for p in paths)
+        return given != "-" and os.path.abspath(given) == self.trace.path
 
     def remembered_trace(self) -> RememberedTrace:
         """The remembered trace, checked against the file; changed: noticed and refreshed."""
         if self.trace is None:
             raise SessionError(None, None, "no trace yet: run tracecli inspect TRACE, or pass TRACE")
         t = self.trace
+        if t.run is not None:
+            try:
+                digest, size, mtime = run_fingerprint(t.run)
+            except OSError:
+                raise SessionError(t.given, None, "the remembered run is gone; run tracecli "
+                                   "inspect RUN with the one to use, or pass it") from None
+            if digest != t.sha256:
+                self.notices.append(f"{t.given} changed since it was remembered; reading it again"
+                                    + ("; the remembered plan is stale and forgotten" if self.plan else ""))
+                self.plan = None
+                self.trace = RememberedTrace(t.path, t.given, None, None, None, digest, size,
+                                             mtime, t.run)
+            return self.trace
         try:
             info = os.stat(t.path)
         except OSError:

@@ -12,18 +12,49 @@ from typing import Optional
 import click
 from click.core import ParameterSource
 
+from ..errors import TraceCliError
 from ..parsers import LoadOptions, load
+from ..run import RunReport, analyze_run, is_run, read_run
 from ..session import Session
 from .output import notice, progress_bar
 
-__all__ = ["load_trace", "session", "silent_rank", "say_notices", "given", "trace_args",
-           "remember"]
+__all__ = ["load_trace", "load_run", "run_paths", "session", "silent_rank", "say_notices",
+           "given", "trace_args", "remember"]
 
 BIG_TRACE_BYTES = 8 * 1024 * 1024  # a progress bar for traces that take seconds to parse
 
 
-def load_trace(trace: str, fmt: Optional[str], sizes: Optional[str], step: Optional[int] = None,
+def run_paths(trace) -> Optional[tuple[str, ...]]:
+    """TRACE as a run's paths (a directory, or several files), else ``None``."""
+    if trace is None:
+        return None
+    paths = trace if isinstance(trace, tuple) else (trace,)
+    return paths if is_run(paths) else None
+
+
+def _no_trace_options(fmt, sizes, step, what: str) -> None:
+    for name, value in (("--format", fmt), ("--sizes", sizes), ("--step", step)):
+        if value is not None:
+            raise TraceCliError(None, None, f"{name} applies to one trace, not to a run; "
+                                f"{what}")
+
+
+def load_run(trace, fmt=None, sizes=None, step=None) -> RunReport:
+    """A run's report: every rank's trace read and lined up."""
+    _no_trace_options(fmt, sizes, step, "pass one rank's trace to use it")
+    return analyze_run(run_paths(trace))
+
+
+def load_trace(trace, fmt: Optional[str], sizes: Optional[str], step: Optional[int] = None,
                quiet: bool = False):
+    paths = run_paths(trace)
+    if paths is not None:  # a command of one trace given a run: its lowest rank's trace
+        run = read_run(paths)
+        first = run.ranks[0]
+        if not quiet:
+            notice(f"reading rank {first.rank}'s trace ({first.path}), the lowest rank of the "
+                   f"run's {len(run.ranks)}; tracecli inspect RUN shows the run as a whole")
+        trace = first.path
     try:
         big = trace != "-" and os.path.getsize(trace) >= BIG_TRACE_BYTES
     except OSError:
@@ -68,19 +99,29 @@ def trace_args(ctx: click.Context, trace: Optional[str], fmt, sizes, step, what:
     s = session(ctx)
     remembered = s.remembered_trace()
     say_notices(s)
+    if remembered.run is not None:
+        notice(f"{what} the remembered run {remembered.given} (from tracecli inspect; pass "
+               "TRACE or RUN to choose another)")
+        path = remembered.run if len(remembered.run) > 1 else remembered.run[0]
+        return path, fmt, sizes, step, True
     notice(f"{what} the remembered trace {remembered.given} (from tracecli inspect; pass "
            "TRACE to choose another)")
     return (remembered.path, fmt or remembered.format, sizes or remembered.sizes,
             step if step is not None else remembered.step, True)
 
 
-def remember(ctx: click.Context, trace: str, fmt, sizes, step) -> None:
-    """Remember TRACE for later commands, saying so (standard input cannot be read again)."""
+def remember(ctx: click.Context, trace, fmt, sizes, step) -> None:
+    """Remember TRACE (or a run) for later commands, saying so (standard input cannot be
+    read again)."""
     if trace == "-":
         return
     s = session(ctx)
+    paths = run_paths(trace)
     try:
-        s.remember_trace(trace, fmt, sizes, step)
+        if paths is not None:
+            s.remember_run(paths)
+        else:
+            s.remember_trace(trace, fmt, sizes, step)
     except OSError as exc:
         notice(f"could not remember {trace}: {exc.strerror}")
         return

@@ -24,7 +24,15 @@ __all__ = ["trace_argument", "load_options", "compute_options", "network_options
            "cost_options", "ranks_option", "launch_options", "compute_from", "cost_from",
            "launch_from", "topology_options", "gpu_option", "topology_from", "checked_topology"]
 
-trace_argument = click.argument("trace", required=False, metavar="[TRACE]")
+def _trace_value(ctx, param, value):
+    """One path as given; several (a run's rank files) as a tuple; none as ``None``."""
+    if not value:
+        return None
+    return value[0] if len(value) == 1 else tuple(value)
+
+
+trace_argument = click.argument("trace", nargs=-1, metavar="[TRACE | RUN_DIR | RANK_FILES...]",
+                                callback=_trace_value)
 
 load_options = options(
     click.option("--format", "fmt", type=click.Choice(FORMATS),

@@ -121,7 +121,8 @@ class Output:
 
     def claim(self, *inputs: Optional[str]) -> None:
         """Check the output files before the work (none may be one of ``inputs``)."""
-        self.files = Outputs(self.force, inputs)
+        flat = tuple(x for i in inputs for x in (i if isinstance(i, tuple) else (i,)))
+        self.files = Outputs(self.force, flat)
         self.files.claim(self.out_option, self.out)
         self.files.claim("--chrome-trace", self.chrome_trace)
 

@@ -6,8 +6,10 @@ import click
 
 from ..pipeline import compare_trace, plan_trace
 from ..results import CompareResult, PlanResult
+from ..run import analyze_run
+from ..runplan import compare_run, plan_run
 from .group import cli
-from .inputs import load_trace, session, trace_args
+from .inputs import load_trace, run_paths, session, trace_args
 from .options import compute_from, compute_options, cost_from, cost_options, load_options, \
     trace_argument
 from .output import Output, chrome_trace_option, emit, force_option, json_option, notice, \
@@ -42,12 +44,21 @@ def plan_buckets(ctx, trace, fmt, sizes, step, do_compare, **kw):
                  kw["nccl_log"])
     if do_compare and output.chrome_trace:
         notice("--compare --chrome-trace writes the timeline of the best predicted plan only")
-    t = load_trace(path, fmt, sizes, step, quiet=output.as_json)
     strategy, compute, cost = strategy_from(kw), compute_from(kw), cost_from(kw)
-    if do_compare:
-        result = CompareResult(compare_trace(t, strategy, compute, cost))
+    paths = run_paths(path)
+    if paths is not None:  # a run: the lowest rank's step, its collectives by transfer time
+        report = analyze_run(paths)
+        t = load_trace(report.run.ranks[0].path, fmt, sizes, step, quiet=output.as_json)
+        if do_compare:
+            result = CompareResult(compare_run(t, report, strategy, compute, cost))
+        else:
+            result = PlanResult(plan_run(t, report, kw["strategy"], strategy, compute, cost))
     else:
-        result = PlanResult(plan_trace(t, kw["strategy"], strategy, compute, cost))
+        t = load_trace(path, fmt, sizes, step, quiet=output.as_json)
+        if do_compare:
+            result = CompareResult(compare_trace(t, strategy, compute, cost))
+        else:
+            result = PlanResult(plan_trace(t, kw["strategy"], strategy, compute, cost))
     for text in result.planned.notices:
         notice(text)
     emit(result, output)

@@ -8,6 +8,7 @@ builds that once, from the same node and edge lists the exports write.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter, defaultdict
 from operator import attrgetter
 from types import MappingProxyType
@@ -139,6 +140,12 @@ class Trace:
     def collectives(self) -> list[Collective]:
         """Collectives the traced run executed (profiler traces), in launch order."""
         return self._collectives
+
+    def with_collectives(self, collectives: Sequence[Collective], note: Optional[str] = None) -> "Trace":
+        """This trace with other collective times (e.g. a run's transfer times), and a note."""
+        meta = dataclasses.replace(self.meta, notes=self.meta.notes + (note,)) if note else self.meta
+        return Trace(self.path, self.format, self._ops, self._tensors, self._links, meta,
+                     self.abilities, list(collectives), self.step)
 
     @property
     def _op_by_id(self) -> dict[str, Op]:

@@ -307,6 +307,12 @@ def build(path: str, ev: KinetoEvents, step_wanted: Optional[int] = None,
              f"{', '.join(s.label for s in steps[:8])}{', ...' if len(steps) > 8 else ''})"]
     if world:
         notes.append("distributed: " + ", ".join(f"{k} {v}" for k, v in world.items()))
+    if (world.get("world_size") or 0) > 1 and ran:
+        notes.append(f"one rank of {world['world_size']}: its step, compute and collective "
+                     "times are its own, each collective's an upper bound on its transfer; "
+                     "they include waiting for the slowest rank, so this trace cannot tell "
+                     "wait from transfer nor which rank was late; inspect every rank's trace "
+                     "together (tracecli inspect RUN_DIR) for that")
     if unrecorded:
         notes.append(f"shapes: recorded for {len(tensors) - len(unrecorded)} of {len(tensors)} "
                      f"gradients; {len(unrecorded)} unknown (e.g. {unrecorded[0]}; see sizes: below)")

@@ -22,7 +22,7 @@ __all__ = ["Event", "Flow", "KinetoEvents", "read_events", "torch_dtype", "COMM_
 
 # args kept for the events that need them (collectives, gradient accumulation)
 COMM_ARGS = ("Collective name", "In msg nelems", "Out msg nelems", "dtype", "Group size",
-             "Process Group Name")
+             "Process Group Name", "Seq")
 _SHAPE_ARGS = ("Input Dims", "Input type")
 _KEEP_CATS = frozenset({"cpu_op", "user_annotation"})
 MAX_DIM = 1 << 48  # no real tensor dimension is larger
@@ -136,7 +136,7 @@ def _kept_args(name: str, args: Any, path: str, line: int) -> Optional[dict]:
         kept = {k: args[k] for k in COMM_ARGS + _SHAPE_ARGS if k in args}
         if "Input Dims" in kept:
             _dims(kept["Input Dims"], path, line)
-        for key in ("In msg nelems", "Out msg nelems", "Group size"):
+        for key in ("In msg nelems", "Out msg nelems", "Group size", "Seq"):
             if key in kept:
                 v = kept[key]
                 if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_DIM:
@@ -202,7 +202,7 @@ def read_events(stream: BinaryIO, path: str,
                         if isinstance(args, dict) and k in args} or None
                 if kept and "correlation" in kept:
                     _key(kept["correlation"], path, line, "correlation")
-                for key in ("In msg nelems", "Out msg nelems", "Group size"):
+                for key in ("In msg nelems", "Out msg nelems", "Group size", "Seq"):
                     v = (kept or {}).get(key)
                     if v is not None and (isinstance(v, bool) or not isinstance(v, int)
                                           or not 0 <= v <= MAX_DIM):

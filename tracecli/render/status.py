@@ -25,7 +25,11 @@ def status_lines(session: Session) -> list[str]:
         return [f"no trace remembered in {where}: run tracecli inspect TRACE"]
     state = session.trace_state()
     t = session.trace
-    lines = [f"trace: {t.given} ({state})", f"  path: {t.path}", f"  sha256: {t.sha256}"]
+    if t.run is not None:  # a run: its files by name, size and time, not their content
+        lines = [f"run: {t.given} ({state})", f"  paths: {' '.join(t.run)}",
+                 f"  fingerprint: {t.sha256}"]
+    else:
+        lines = [f"trace: {t.given} ({state})", f"  path: {t.path}", f"  sha256: {t.sha256}"]
     for key in ("format", "sizes", "step"):
         if getattr(t, key) is not None:
             lines.append(f"  --{key}: {getattr(t, key)}")

@@ -1,0 +1,157 @@
+"""A run's straggler report: the JSON document, the text report and the aligned timeline.
+
+JSON (``inspect RUN --json``, documented in the README): ``ranks``, ``clock_offset_us``
+(rank -> how many microseconds its clock reads ahead of the lowest rank's), ``steps`` and
+``collectives``, with rank keys as strings (JSON object keys are strings).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Optional
+
+from ..run.analyze import RunReport
+from .chrome import chrome_trace, complete_event
+
+__all__ = ["run_json", "run_lines", "run_chrome_trace", "RUN_FORMAT"]
+
+RUN_FORMAT = "tracecli-run"
+
+
+def _ms(x: Optional[float]) -> Optional[float]:
+    return None if x is None or not math.isfinite(x) else round(x, 3)
+
+
+def _by_rank(values: dict[int, float], digits: int = 3) -> dict[str, Optional[float]]:
+    return {str(r): (None if not math.isfinite(v) else round(v, digits))
+            for r, v in sorted(values.items())}
+
+
+def run_json(report: RunReport) -> dict[str, Any]:
+    run = report.run
+    first = run.ranks[0]
+    steps = [{"step": s.step, "label": s.label, "straggler": s.straggler,
+              "lost_ms": round(s.lost_ms, 3), "noise_ms": round(s.noise_ms, 3),
+              "charged_ms": _by_rank(s.charged_ms),
+              "ranks": {str(r): {"step_ms": round(t.step_ms, 3), "compute_ms": round(t.compute_ms, 3),
+                                 "wait_ms": round(t.wait_ms, 3), "transfer_ms": round(t.transfer_ms, 3)}
+                        for r, t in sorted(s.ranks.items())}}
+             for s in report.steps]
+    collectives = []
+    for t in report.collectives:
+        m, c = t.matched, t.matched.first
+        collectives.append({
+            "step": m.step, "index": m.index, "kind": c.kind, "purpose": c.purpose,
+            "elements": c.elements, "dtype": c.dtype, "group": m.group,
+            "device": c.device, "transfer_ms": _ms(t.transfer_ms),
+            "wait_ms": _by_rank(t.wait_ms) if t.transfer_ms is not None else None,
+            "duration_ms": _by_rank(t.duration_ms), "last": t.last})
+    return {
+        "format": RUN_FORMAT, "version": 1,
+        "run": run.given, "world_size": run.world_size, "backend": first.backend,
+        "ranks": report.ranks,
+        "files": {str(r.rank): r.path for r in run.ranks},
+        "matched_by": report.matching.key,
+        "clock_offset_us": _by_rank(report.clock_offset_us, 1),
+        "clock_offset_spread_us": _by_rank(report.clock_spread_us, 1),
+        "clock_offset_collectives": report.offsets_from,
+        "last_counts": {str(r): n for r, n in sorted(report.last_counts.items())},
+        "steps": steps,
+        "collectives": collectives,
+        "unmatched": [{"step": u.step, "group": u.group, "count": u.count, "reason": u.reason}
+                      for u in report.matching.unmatched],
+        "notes": list(report.notes),
+    }
+
+
+def run_lines(report: RunReport) -> list[str]:
+    """The text report: who is late, by how much, and what it costs, step by step."""
+    run = report.run
+    n = len(run.ranks)
+    world = f" of {run.world_size}" if run.world_size else ""
+    lines = [f"run: {run.given}: {n} rank{'s' if n != 1 else ''}{world} "
+             f"({run.ranks[0].backend or 'backend not recorded'}), {len(report.steps)} steps, "
+             f"{len(report.collectives)} collectives matched by {report.matching.key}"]
+    if n > 1:
+        offs = ", ".join(f"rank {r} {v:+,.1f} us (spread {report.clock_spread_us[r]:.1f})"
+                         for r, v in sorted(report.clock_offset_us.items()) if r != run.ranks[0].rank)
+        lines.append(f"clock offsets (from {report.offsets_from} collective ends; how far each "
+                     f"clock reads ahead of rank {run.ranks[0].rank}'s): {offs}")
+    lines.append("")
+    lines.append(f"{'step':<18} {'straggler':>9} {'lost ms':>9}  per rank: step / compute / "
+                 "wait / transfer ms")
+    for s in report.steps:
+        who = "-" if s.straggler is None else str(s.straggler)
+        per = "; ".join(f"r{r} {t.step_ms:.1f}/{t.compute_ms:.1f}/{t.wait_ms:.1f}/"
+                        f"{t.transfer_ms:.1f}" for r, t in sorted(s.ranks.items())[:8])
+        more = f"; ... {len(s.ranks) - 8} more" if len(s.ranks) > 8 else ""
+        lines.append(f"{s.label:<18} {who:>9} {s.lost_ms:>9.1f}  {per}{more}")
+    if n > 1 and report.collectives:
+        total = sum(report.last_counts.values()) or 1
+        ranked = sorted(report.last_counts.items(), key=lambda rc: (-rc[1], rc[0]))
+        lines.append("")
+        lines.append("arrived last (of " + f"{total} collectives): " + ", ".join(
+            f"rank {r} {c} ({100.0 * c / total:.0f}%)" for r, c in ranked[:8]))
+        flagged = [s for s in report.steps if s.straggler is not None]
+        if flagged:
+            worst = max(flagged, key=lambda s: s.lost_ms)
+            lines.append(f"straggler: rank {worst.straggler} cost {worst.label} "
+                         f"{worst.lost_ms:.1f} ms (the others waited for it; had it been on "
+                         f"time the step would be that much shorter); stragglers in "
+                         f"{len(flagged)} of {len(report.steps)} steps")
+        else:
+            lines.append("no straggler: in every step the waits are within the noise "
+                         f"(at least {min(s.noise_ms for s in report.steps):.1f} ms; "
+                         "see the README)" if report.steps else "no steps")
+    for text in report.notes:
+        lines.append(f"note: {text}")
+    return lines
+
+
+def run_chrome_trace(report: RunReport) -> dict[str, Any]:
+    """One process per rank, on the lowest rank's clock (offsets removed): steps, the
+    backward pass, and each collective (its wait and its transfer)."""
+    run = report.run
+    events = []
+    tracks, processes = {}, {}
+    origin = None
+    for r in run.ranks:
+        shift = (r.base_us - run.base_us) - report.clock_offset_us.get(r.rank, 0.0)
+        for s in r.steps:
+            t = s.ts + shift
+            origin = t if origin is None else min(origin, t)
+    origin = origin or 0.0
+    times = {}
+    for t in report.collectives:
+        for rank, c in t.matched.by_rank.items():
+            times[(rank, id(c))] = t
+    for r in run.ranks:
+        pid = r.rank
+        processes[pid] = f"rank {r.rank}"
+        tracks[(pid, 0)], tracks[(pid, 1)], tracks[(pid, 2)] = "steps", "backward", "collectives"
+        shift = (r.base_us - run.base_us) - report.clock_offset_us.get(r.rank, 0.0) - origin
+
+        def ms(x: float) -> float:
+            return (x + shift) / 1000.0
+
+        for s in r.steps:
+            events.append(complete_event(s.label, ms(s.ts), (s.end - s.ts) / 1000.0, pid, 0, "step"))
+            if s.backward:
+                events.append(complete_event("backward", ms(s.backward[0]),
+                                             (s.backward[1] - s.backward[0]) / 1000.0, pid, 1,
+                                             "compute"))
+        for c in r.collectives:
+            if c.start is None or c.end is None:
+                continue
+            t = times.get((r.rank, id(c)))
+            args = {"elements": c.elements, "dtype": c.dtype, "purpose": c.purpose}
+            wait = t.wait_ms.get(r.rank) if t is not None and t.transfer_ms is not None else None
+            if wait:
+                events.append(complete_event(f"wait {c.kind}", ms(c.start), wait, pid, 2, "wait",
+                                             dict(args, last=t.last)))
+                events.append(complete_event(c.kind, ms(c.start) + wait, t.transfer_ms, pid, 2,
+                                             "transfer", args))
+            else:
+                events.append(complete_event(c.kind, ms(c.start), (c.end - c.start) / 1000.0,
+                                             pid, 2, "transfer", args))
+    return chrome_trace(events, tracks, processes)

@@ -1,0 +1,24 @@
+"""A whole run: every rank's profiler trace together (see :func:`analyze_run`).
+
+``discover`` finds the rank traces, ``load`` reads them in parallel processes keeping only
+steps and collectives, ``match`` lines up the same collective on every rank, and
+``analyze`` separates wait from transfer, estimates clock offsets and finds stragglers.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from .analyze import RunReport, analyze
+from .discover import MAX_DIR_ENTRIES, MAX_RUN_FILES, discover, is_run
+from .load import Run, read_run, workers
+from .match import match
+
+__all__ = ["analyze_run", "RunReport", "Run", "read_run", "is_run", "discover", "match",
+           "analyze", "workers", "MAX_RUN_FILES", "MAX_DIR_ENTRIES"]
+
+
+def analyze_run(paths: Sequence[str], processes: Optional[int] = None) -> RunReport:
+    """Read the run in ``paths`` (a directory, or several rank traces) and analyse it."""
+    run = read_run(paths, processes)
+    return analyze(run, match(run))

@@ -1,0 +1,126 @@
+"""Planning from a whole run: the lowest rank's trace, its collectives timed by transfer.
+
+``plan-buckets RUN`` plans the lowest rank's step (every rank of a data-parallel run
+computes the same gradients) with the cost model fitted to the transfer times across ranks
+(:func:`tracecli.run.transfer.without_waits`), not to a rank's recorded durations, which
+include waiting for the slowest rank; it says the fit's quality both ways. ``--compare``
+shows the run as measured, the run with every rank on time (no rank waits for another:
+each collective takes its transfer time, those queued behind a wait move up, and the
+backward pass, which DDP ends when its last all-reduce does, ends that much sooner) and
+every strategy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Optional, Union
+
+from .analysis.observed import measured_allreduces
+from .costs import CostModel, fit_ring
+from .errors import CalibrationError, PlanError
+from .model import Trace
+from .pipeline import ComputeRequest, CostRequest, Planned, as_run, compare_trace, plan_trace
+from .planning import StrategyOptions
+from .planning.asrun import RunBucket, as_run_plan
+from .planning.plan import BucketPlan, CompareRow
+from .run import RunReport
+from .run.transfer import without_waits
+
+__all__ = ["run_trace", "plan_run", "compare_run", "fit_quality"]
+
+MEASURED = "as run (measured)"
+CLEAN = "as run, every rank on time"
+
+
+def fit_quality(trace: Trace) -> Optional[str]:
+    """``R² .., MAPE ..%`` of the alpha-beta line fitted to the trace's gradient
+    all-reduces, or ``None`` where there is no fit."""
+    points, ranks, _ = measured_allreduces(trace)
+    if not points or not ranks or ranks < 2 or len({n for n, _ in points}) < 2:
+        return None
+    try:
+        fit = fit_ring(points, ranks)
+    except CalibrationError:
+        return None
+    return f"R²={fit.r2:.2f}, MAPE {fit.mape_pct:.0f}%"
+
+
+def run_trace(trace: Trace, report: RunReport) -> tuple[Trace, list[str]]:
+    """The lowest rank's ``trace`` with transfer times, and what to say about it."""
+    n = len(report.run.ranks)
+    if n < 2:
+        return trace, ["the run has one rank: its collectives' recorded times (waits "
+                       "included) are all there is to fit the cost model to"]
+    clean, changed, kept = without_waits(trace, report)
+    before, after = fit_quality(trace), fit_quality(clean)
+    said = [f"planning rank {report.run.ranks[0].rank}'s step with the collectives' transfer "
+            f"times across the run's {n} ranks ({changed} collectives; waits for late ranks "
+            "removed)"]
+    if before or after:
+        said.append(f"cost model fitted to transfer times: {after or 'no fit'} (each rank's "
+                    f"recorded times, waits included: {before or 'no fit'})")
+    if kept:
+        said.append(f"{kept} collectives not matched on every rank keep their recorded times")
+    late = [st for st in report.steps if st.straggler is not None]
+    if late:
+        shown = ", ".join(f"{st.label} (rank {st.straggler}, {st.lost_ms:.1f} ms lost)"
+                          for st in late[:4]) + (", ..." if len(late) > 4 else "")
+        step = trace.step.label if trace.step is not None else "the traced step"
+        said.append(f"stragglers in {shown}; this plans {step} (pass --step K for another)")
+    return clean, said
+
+
+# pipeline.trace_cost explains a poor fit by the waits in recorded times; fitted to
+# transfer times, that explanation no longer holds
+_WAITS = "recorded times include waiting for the slowest rank, so predictions are rough"
+_NO_WAITS = ("transfer times scatter around the latency-bandwidth line (a loaded host, or "
+             "the transport's own variation), so predictions are rough")
+
+
+def _notices(said: list[str], planned: Planned, multi: bool) -> tuple[str, ...]:
+    theirs = tuple(n.replace(_WAITS, _NO_WAITS) if multi else n for n in planned.notices)
+    return tuple(said) + theirs
+
+
+def plan_run(trace: Trace, report: RunReport, name: str, options: StrategyOptions,
+             compute: ComputeRequest, cost: Union[CostModel, CostRequest]) -> Planned:
+    clean, said = run_trace(trace, report)
+    planned = plan_trace(clean, name, options, compute, cost)
+    return replace(planned, notices=_notices(said, planned, len(report.run.ranks) > 1))
+
+
+def _on_time(plan: BucketPlan, waited_ms: float) -> BucketPlan:
+    """The as-run plan (collectives already at their transfer times) with the step's
+    backward ending ``waited_ms`` sooner (the rank's waits in the step, overlaps once): a
+    rank's backward ends when its last all-reduce does (DDP waits for them), so it held
+    its waits for late ranks too."""
+    lost_ms = waited_ms
+    if lost_ms <= 0:
+        return plan
+    buckets = [RunBucket(b.members, b.nbytes, b.dtype, b.ready_ms, b.start_ms, b.end_ms)
+               for b in plan.buckets]
+    ready = max((b.ready_ms for b in buckets), default=plan.inp.forward_ms)
+    inp = replace(plan.inp, backward_end_ms=max(ready, plan.inp.backward_end_ms - lost_ms))
+    return as_run_plan(inp, buckets, plan.cost, plan.notes)
+
+
+def compare_run(trace: Trace, report: RunReport, options: StrategyOptions,
+                compute: ComputeRequest, cost: Union[CostModel, CostRequest]) -> Planned:
+    """Every strategy under the transfer-fitted model, the run with every rank on time and
+    the run as measured (the lowest rank's own recorded times)."""
+    clean, said = run_trace(trace, report)
+    planned = compare_trace(clean, options, compute, cost)
+    step = trace.step.index if trace.step is not None else None
+    low = report.run.ranks[0].rank
+    waited = next((st.ranks[low].wait_ms for st in report.steps if st.step == step), 0.0)
+    rows = [CompareRow(CLEAN, _on_time(r.plan, waited)) if r.label == MEASURED else r
+            for r in planned.rows]
+    if len(report.run.ranks) > 1 and any(r.label == CLEAN for r in rows):
+        try:
+            measured = as_run(trace, compute, planned.cost).plan
+            if measured is not None:
+                rows.insert(0, CompareRow(MEASURED, measured))
+        except PlanError as exc:
+            said.append(f"no as-measured row: {exc.message}")
+    return replace(planned, rows=rows,
+                   notices=_notices(said, planned, len(report.run.ranks) > 1))

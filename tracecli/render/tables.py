@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from typing import Optional
 
 from rich import box
@@ -86,20 +87,26 @@ class Whole:
             fits = self.table.__rich_measure__(console, options)
             if fits.minimum <= options.max_width:
                 if fits.maximum > options.max_width:
-                    self._keep_values(columns[len(columns) - self.values:])
+                    self._keep_values(console, options, columns[len(columns) - self.values:])
                 break
             for column in relaxed:
                 column.min_width = None
         yield self.table
 
-    @staticmethod
-    def _keep_values(columns) -> None:
+    def _keep_values(self, console, options, columns) -> None:
         """Rich narrows the widest columns first, values included: keep each value column
-        whole and stack its header's words instead."""
+        whole, and wrap the headers wider than their values, the widest first, until the
+        table fits."""
         for column in columns:
-            if column.min_width:
-                column.no_wrap = True
-                column.header = "\n".join(str(column.header).split())
+            column.no_wrap = bool(column.min_width)
+        spare = sorted((c for c in columns if c.min_width), reverse=True,
+                       key=lambda c: len(str(c.header)) - c.min_width)
+        for column in spare:
+            if self.table.__rich_measure__(console, options).maximum <= options.max_width:
+                return
+            header = str(column.header)
+            width = max([column.min_width] + [len(w) for w in header.split()])
+            column.header = "\n".join(textwrap.wrap(header, width))
 
 
 def summary(trace: Trace, sizes: SizeReport) -> Text:

@@ -107,6 +107,12 @@ def _best(plans: list[BucketPlan]) -> BucketPlan:
     return min(plans, key=lambda p: (round(p.timeline.iteration_ms, 9), len(p.buckets)))
 
 
+def _defaults(spec, options):
+    """The framework out of the box in the user's setup: every knob at its default but
+    the spec's ``setup`` knobs (Megatron's distributed optimizer, ...), kept as given."""
+    return replace(StrategyOptions(), **{k.name: getattr(options, k.name) for k in spec.setup})
+
+
 def compare(inp: PlanInput, cost: CostModel, options) -> list[CompareRow]:
     """Every predicted strategy with the given options, plus each framework tuned over its
     spec's grid, plus its defaults where the options given are not them; best first."""
@@ -121,6 +127,6 @@ def compare(inp: PlanInput, cost: CostModel, options) -> list[CompareRow]:
                                         if r.plan.strategy == spec.name):
             continue
         rows.append(CompareRow(f"{spec.name} default",
-                               make_plan(inp, spec.name, StrategyOptions(), cost)))
+                               make_plan(inp, spec.name, _defaults(spec, options), cost)))
     rows.sort(key=lambda r: (round(r.plan.timeline.iteration_ms, 9), len(r.plan.buckets), r.label))
     return rows

@@ -159,7 +159,7 @@ def megatron_buckets(grads: Sequence[Grad], opts, dp: int) -> list[MegatronBucke
     result = []
     for b, key in enumerate(ordered):
         members = keys[key]
-        layout = megatron_layout([grads[i].elements for i in members], size,
+        layout = megatron_layout([_elements(grads[i]) for i in members], size,
                                  expert_dp if key[2] else dp, opts.megatron_distributed_optimizer,
                                  opts.megatron_pad_buckets_for_high_nccl_busbw,
                                  [grads[i].shared_embedding for i in members])
@@ -167,6 +167,13 @@ def megatron_buckets(grads: Sequence[Grad], opts, dp: int) -> list[MegatronBucke
             result.append(MegatronBucket(b, tuple(members[p] for p in positions), start, end,
                                          unpadded))
     return result
+
+
+def _elements(g: Grad) -> int:
+    """The parameter's element count: ``elements``, unless it disagrees with the bytes
+    (a trace that recorded no shape: then the bytes over the dtype's size, rounded up)."""
+    size = DTYPE_BYTES.get(g.dtype, 4)
+    return g.elements if g.elements * size == g.nbytes else -(-g.nbytes // size)
 
 
 def _grad_dtype(grads: Sequence[Grad], bucket: MegatronBucket, opts) -> str:
@@ -196,8 +203,10 @@ def megatron(grads: Sequence[Grad], opts, cost=None) -> Grouping:
     for b in chosen:
         dtype = _grad_dtype(grads, b, opts)
         messages.append((b.numel * DTYPE_BYTES.get(dtype, 4), dtype))
-    return Grouping([tuple(sorted(b.members)) for b in chosen], not_before,
-                    [kind] * len(chosen), messages)
+    members = [tuple(sorted(b.members)) for b in chosen]
+    as_grads = all(m == (sum(grads[i].nbytes for i in b), d) for b, m, d in
+                   zip(members, messages, (grads[b[0]].dtype for b in members)))
+    return Grouping(members, not_before, [kind] * len(chosen), None if as_grads else messages)
 
 
 def _packed(head: str, tokens: list[str], width: int = 74) -> list[str]:

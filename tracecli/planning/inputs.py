@@ -51,7 +51,8 @@ def plan_input(trace: Trace, ready: Readiness, profile: ComputeProfile,
     grads = tuple(
         Grad(g.name, g.nbytes, g.dtype or "float32",
              g.elements if g.elements is not None else g.nbytes // 4,
-             times[min(g.backward_position, len(times) - 1)], order.get(g.tensor_id, i), g.sparse)
+             times[min(g.backward_position, len(times) - 1)], order.get(g.tensor_id, i), g.sparse,
+             g.expert, g.shared_embedding)
         for i, g in enumerate(ready.gradients) if g.nbytes is not None
     )
     return PlanInput(grads, profile.forward_ms, profile.backward_end_ms, update_ms, profile.source,

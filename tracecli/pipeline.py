@@ -230,7 +230,7 @@ def _measured(b, inp: PlanInput, members: tuple[int, ...]) -> RunBucket:
     c = b.collective
     nbytes = c.nbytes if c.nbytes is not None else sum(inp.grads[i].nbytes for i in members)
     dtype = c.dtype or (inp.grads[members[0]].dtype if members else "float32")
-    return RunBucket(members, nbytes, dtype, c.launch_ms, c.start_ms, c.end_ms)
+    return RunBucket(members, nbytes, dtype, c.launch_ms, c.start_ms, c.end_ms, c.kind)
 
 
 def _bucket_level(trace: Trace, ready: Readiness, profile: ComputeProfile, run: ObservedRun,
@@ -249,7 +249,7 @@ def _bucket_level(trace: Trace, ready: Readiness, profile: ComputeProfile, run: 
         grads.append(Grad(label, c.nbytes, c.dtype or "float32", c.elements, at, k))
         counts.append(len(b.members))
         buckets.append(RunBucket((k,), c.nbytes, c.dtype or "float32", c.launch_ms,
-                                      c.start_ms, c.end_ms))
+                                 c.start_ms, c.end_ms, c.kind))
     source = profile.source + "; gradients grouped by the run's buckets (sizes per gradient unknown)"
     inp = PlanInput(tuple(grads), profile.forward_ms, profile.backward_end_ms, update, source,
                     unit_gradients=tuple(counts))

@@ -15,6 +15,7 @@ from typing import NamedTuple, Optional, Sequence
 
 from ..costs import CostModel
 from ..errors import PlanError
+from ..model import CollectiveKind
 from .plan import BucketPlan, PlanInput, fixed_plan, settings_for
 from .strategies import StrategyOptions
 from .strategies.observed import OBSERVED
@@ -32,14 +33,15 @@ class RunBucket(NamedTuple):
     ready_ms: float  # launched
     start_ms: float
     end_ms: float
+    collective: CollectiveKind = CollectiveKind.ALL_REDUCE  # a reduce-scatter: its whole input
 
 
 def as_run_plan(inp: PlanInput, buckets: Sequence[RunBucket], cost: CostModel,
                 notes: Sequence[str] = ()) -> BucketPlan:
     if not buckets:
         raise PlanError(None, None, "the run has no gradient all-reduce to show")
-    timings = tuple(BucketTiming(k, b.members, b.nbytes, b.dtype, b.ready_ms, b.start_ms, b.end_ms)
-                    for k, b in enumerate(buckets))
+    timings = tuple(BucketTiming(k, b.members, b.nbytes, b.dtype, b.ready_ms, b.start_ms, b.end_ms,
+                                 b.collective) for k, b in enumerate(buckets))
     last = max(t.end_ms for t in timings)
     iteration = max(inp.backward_end_ms, last) + inp.update_ms
     compute = inp.backward_end_ms + inp.update_ms
@@ -58,7 +60,10 @@ def as_run_prediction(plan: BucketPlan, cost: Optional[CostModel] = None) -> Buc
     if not all(b.members for b in plan.buckets):
         raise PlanError(None, None, "the as-run buckets are not all matched to gradients")
     cost = cost if cost is not None else plan.cost
+    grads = plan.inp.grads
+    sent = [(b.nbytes, b.dtype) for b in plan.buckets]  # padded reduce-scatters: as measured
+    exact = all(n == sum(grads[i].nbytes for i in b.members) for (n, _), b in zip(sent, plan.buckets))
     predicted = fixed_plan(plan.inp, [b.members for b in plan.buckets], AS_RUN, plan.options,
-                           cost)
+                           cost, [b.collective for b in plan.buckets], None if exact else sent)
     return replace(plan, cost=cost, timeline=predicted.timeline, lower_bound_ms=predicted.lower_bound_ms,
                    measured=False)

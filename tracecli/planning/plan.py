@@ -62,10 +62,12 @@ def make_plan(inp: PlanInput, strategy: str, options, cost: CostModel) -> Bucket
 
 
 def fixed_plan(inp: PlanInput, buckets, strategy: str, options, cost: CostModel,
-               collectives=None) -> BucketPlan:
-    """A given grouping (a plan file's, the run's own) predicted under ``cost``."""
+               collectives=None, messages=None) -> BucketPlan:
+    """A given grouping (a plan file's, the run's own) predicted under ``cost``;
+    ``messages``: each bucket's ``(bytes, dtype)`` where not its gradients' (padding)."""
     timeline = simulate(inp.grads, Grouping([tuple(b) for b in buckets], None,
-                                            list(collectives) if collectives else None),
+                                            list(collectives) if collectives else None,
+                                            list(messages) if messages else None),
                         cost, inp.forward_ms, inp.backward_end_ms, inp.update_ms)
     bound = lower_bound(inp.grads, cost, inp.backward_end_ms, inp.update_ms)
     plan = BucketPlan(strategy, options, cost, inp, timeline, bound, {}, _notes(timeline))

@@ -1,5 +1,5 @@
 """Real profiler traces of Megatron-Core's DistributedDataParallel (2 gloo ranks, CPU, torch
-2.13, megatron-core 0.16.1; ``fixtures/megatron/generate.py``): ``observed`` and
+2.13, megatron-core 0.16.1; ``fixtures/megatron/generate_megatron.py``): ``observed`` and
 ``--strategy megatron`` both give the buckets Megatron recorded in the same run."""
 
 from __future__ import annotations

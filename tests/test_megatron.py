@@ -3,6 +3,8 @@ tuning. Side by side with Megatron-Core's own code: ``test_megatron_core.py``.""
 
 from __future__ import annotations
 
+import json
+
 from tracecli.costs import resolve_cost_model
 from tracecli.model import CollectiveKind
 from tracecli.planning import Grad, PlanInput, StrategyOptions, compare, make_plan
@@ -94,3 +96,33 @@ def test_compare_tunes_megatron_and_prints_its_settings_whole():
     assert all(len(line) <= 80 for line in block), block  # whole at 80 columns
     assert block[2].startswith("    DistributedDataParallelConfig(overlap_grad_reduce=True")
     assert any("--use-distributed-optimizer" in line for line in block)
+
+
+# -- through the command line ---------------------------------------------------------------
+
+def test_sidecar_marks_are_checked_where_read(tmp_path):
+    from conftest import FIXTURES, assert_error, run
+    trace = tmp_path / "t.json.gz"
+    trace.write_bytes((FIXTURES / "megatron" / "distopt.json.gz").read_bytes())
+    sizes = tmp_path / "t.sizes.json"
+    entries = json.loads((FIXTURES / "megatron" / "distopt.sizes.json").read_text())
+    entries[1]["expert"] = "yes"
+    sizes.write_text("[\n" + ",\n".join(json.dumps(e) for e in entries) + "\n]\n")
+    assert_error(run("plan-buckets", trace, "--strategy", "megatron"), f"{sizes}:3:",
+                 "expert must be true or false")
+
+
+def test_megatron_from_the_command_line():
+    from conftest import FIXTURES, run
+    result = run("plan-buckets", FIXTURES / "megatron" / "distopt.json.gz", "--strategy",
+                 "megatron", "--megatron-overlap-grad-reduce", "--megatron-bucket-size", "20000",
+                 "--megatron-distributed-optimizer", "--gpus", "2", "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert [b["collective"] for b in doc["buckets"]] == ["reduce_scatter"] * 4
+    assert [b["bytes"] for b in doc["buckets"]] == [320000, 114176, 18944, 192000]  # padded
+    assert doc["settings"]["framework"] == "megatron-core"
+    assert doc["options"]["megatron_bucket_size"] == 20000
+    bad = run("plan-buckets", FIXTURES / "megatron" / "distopt.json.gz", "--strategy", "megatron",
+              "--megatron-bucket-size", "-1")
+    assert bad.exit_code == 2 and "--megatron-bucket-size" in bad.output

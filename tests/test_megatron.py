@@ -126,3 +126,22 @@ def test_megatron_from_the_command_line():
     bad = run("plan-buckets", FIXTURES / "megatron" / "distopt.json.gz", "--strategy", "megatron",
               "--megatron-bucket-size", "-1")
     assert bad.exit_code == 2 and "--megatron-bucket-size" in bad.output
+
+
+def test_a_saved_plan_keeps_what_each_bucket_sends(tmp_path):
+    from conftest import FIXTURES, assert_error, run
+    from tracecli.planning.planfile import load_plan_file
+    out = tmp_path / "plan.json"
+    result = run("plan-buckets", FIXTURES / "megatron" / "distopt.json.gz", "--strategy",
+                 "megatron", "--megatron-overlap-grad-reduce", "--megatron-bucket-size", "20000",
+                 "--megatron-distributed-optimizer", "--gpus", "2", "--out", out)
+    assert result.exit_code == 0, result.output
+    saved = load_plan_file(out)
+    assert saved.fixed.collectives == (CollectiveKind.REDUCE_SCATTER,) * 4
+    assert saved.fixed.messages == ((320000, "float32"), (114176, "float32"), (18944, "float32"),
+                                    (192000, "float32"))
+    doc = json.loads(out.read_text())
+    doc["buckets"][1]["bytes"] = 1000  # less than its gradients hold
+    out.write_text(json.dumps(doc))
+    assert_error(run("replay", "--plan", out, "--gpus", "2"), f"{out}:1:",
+                 "bucket 1: bytes must be an integer from its gradients' 113600")

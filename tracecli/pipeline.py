@@ -21,7 +21,7 @@ from .model import ComputeSource, Trace
 from .costs import DEFAULT_NETWORK, CostModel, fit_ring, fitted_model, monotone, read_profile
 from .costs import resolve_cost_model, trimmed_mean
 from .planning import STRATEGIES, PlanInput, StrategyOptions, compare, make_plan
-from .planning.asrun import RunBucket, as_run_plan, as_run_prediction
+from .planning.asrun import RunBucket, as_run_plan, as_run_prediction, run_messages
 from .planning.base import FixedPlan, Grad
 from .planning.inputs import left_out_notice, plan_input
 from .planning.plan import BucketPlan, CompareRow
@@ -333,8 +333,10 @@ def replay_inputs(trace: Trace, strategy: str, compute: ComputeRequest, world: i
     if not all(b.members for b in plan.buckets):
         raise PlanError(trace.path, None, "the run's buckets are not all matched to its "
                         "gradients (see plan-buckets --strategy observed); cannot replay them")
+    messages = run_messages(plan)
     return plan.inp, FixedPlan(tuple(b.members for b in plan.buckets), plan.strategy,
-                               tuple(b.collective for b in plan.buckets))
+                               tuple(b.collective for b in plan.buckets),
+                               tuple(messages) if messages else None)
 
 
 def replay_job(inp: PlanInput, strategy: str, options: StrategyOptions, cost: CostRequest,

@@ -21,7 +21,7 @@ from .strategies import StrategyOptions
 from .strategies.observed import OBSERVED
 from .timeline import BucketTiming, Timeline
 
-__all__ = ["RunBucket", "as_run_plan", "as_run_prediction", "AS_RUN"]
+__all__ = ["RunBucket", "as_run_plan", "as_run_prediction", "run_messages", "AS_RUN"]
 
 AS_RUN = OBSERVED.name
 
@@ -54,16 +54,22 @@ def as_run_plan(inp: PlanInput, buckets: Sequence[RunBucket], cost: CostModel,
     return replace(plan, settings=settings_for(plan))
 
 
+def run_messages(plan: BucketPlan) -> Optional[list[tuple[int, str]]]:
+    """What each measured bucket sent, where a bucket sent more than its gradients
+    (Megatron's padded reduce-scatters); ``None`` where every one sent exactly them."""
+    grads = plan.inp.grads
+    sent = [(b.nbytes, b.dtype) for b in plan.buckets]
+    exact = all(n == sum(grads[i].nbytes for i in b.members) for (n, _), b in zip(sent, plan.buckets))
+    return None if exact else sent
+
+
 def as_run_prediction(plan: BucketPlan, cost: Optional[CostModel] = None) -> BucketPlan:
     """The as-run grouping predicted under ``cost`` (default: the plan's own model): how
     far the model is from the run, and the run as the strategies are compared."""
     if not all(b.members for b in plan.buckets):
         raise PlanError(None, None, "the as-run buckets are not all matched to gradients")
     cost = cost if cost is not None else plan.cost
-    grads = plan.inp.grads
-    sent = [(b.nbytes, b.dtype) for b in plan.buckets]  # padded reduce-scatters: as measured
-    exact = all(n == sum(grads[i].nbytes for i in b.members) for (n, _), b in zip(sent, plan.buckets))
     predicted = fixed_plan(plan.inp, [b.members for b in plan.buckets], AS_RUN, plan.options,
-                           cost, [b.collective for b in plan.buckets], None if exact else sent)
+                           cost, [b.collective for b in plan.buckets], run_messages(plan))
     return replace(plan, cost=cost, timeline=predicted.timeline, lower_bound_ms=predicted.lower_bound_ms,
                    measured=False)

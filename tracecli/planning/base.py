@@ -107,3 +107,4 @@ class FixedPlan:
     buckets: tuple[tuple[int, ...], ...]
     strategy: str
     collectives: Optional[tuple[CollectiveKind, ...]] = None
+    messages: Optional[tuple[tuple[int, str], ...]] = None  # as Grouping.messages

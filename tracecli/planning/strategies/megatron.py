@@ -189,8 +189,8 @@ def megatron(grads: Sequence[Grad], opts, cost=None) -> Grouping:
         raise PlanError(None, None, "--gpus must be at least 1")
     buckets = megatron_buckets(grads, opts, dp)
     ready = [max(grads[i].ready_ms for i in b.members) for b in buckets]
-    if opts.megatron_overlap_grad_reduce:
-        order = sorted(range(len(buckets)), key=lambda k: (ready[k], k))
+    if opts.megatron_overlap_grad_reduce:  # register_grad_ready: at its last gradient's hook
+        order = sorted(range(len(buckets)), key=lambda k: (ready[k], max(buckets[k].members)))
         not_before = None
     else:  # finish_grad_sync: every bucket group once backward is done
         order = list(range(len(buckets)))

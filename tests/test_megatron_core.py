@@ -113,11 +113,16 @@ def ours(specs, dp, expert_dp, overlap, bucket_size, distopt, fp32, busbw):
 
 
 def _fixture_params():
+    """The parameter lists of every sidecar the tests and samples hold, in their order."""
     cases = []
-    for path in sorted((FIXTURES / "kineto").glob("*.sizes.json")):
+    root = FIXTURES.parent.parent
+    paths = sorted(FIXTURES.glob("**/*.sizes.json")) + sorted((root / "sample_traces").glob("*.sizes.json"))
+    for path in paths:
         params = json.loads(path.read_text())
-        cases.append(pytest.param([(p["name"].replace(".", "_"), max(1, math.prod(p["shape"])),
-                                    p["dtype"], False, False) for p in params], id=path.stem))
+        cases.append(pytest.param(
+            [(f"p{i}", max(1, math.prod(p["shape"])), p["dtype"], p.get("expert", False),
+              p.get("shared_embedding", False)) for i, p in enumerate(params)],
+            id=str(path.relative_to(root))))
     return cases
 
 

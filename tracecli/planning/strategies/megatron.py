@@ -43,8 +43,8 @@ __all__ = ["megatron", "megatron_layout", "megatron_buckets", "megatron_bucket_s
 
 BUCKET_SIZE = Knob(
     "megatron_bucket_size", "--megatron-bucket-size", Kind.COUNT, 0,
-    "megatron: DistributedDataParallelConfig(bucket_size=...) in ELEMENTS (--ddp-bucket-size); "
-    "0: Megatron's default, max(40M, 1M x --gpus). Used with --megatron-overlap-grad-reduce.")
+    "megatron: bucket_size in ELEMENTS (Megatron-LM --ddp-bucket-size); 0: Megatron's default, "
+    "max(40M, 1M x --gpus). Read only with --megatron-overlap-grad-reduce, as Megatron does.")
 OVERLAP = Knob(
     "megatron_overlap_grad_reduce", "--megatron-overlap-grad-reduce", Kind.FLAG, False,
     "megatron: overlap_grad_reduce=True (--overlap-grad-reduce): buckets reduced during "

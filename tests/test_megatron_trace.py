@@ -87,3 +87,19 @@ def test_the_sidecar_carries_the_shared_embedding():
     # without the mark, Megatron's rule would have kept it with hidden.0's parameters
     unmarked = [g._replace(shared_embedding=False) for g in planned.plan.inp.grads]
     assert len(megatron_buckets(unmarked, options("distopt"), 2)) == len(recorded("distopt")) - 1
+
+
+def test_without_the_sidecar_readiness_stands_for_the_order_and_the_plan_says_so(tmp_path):
+    # a copy away from its sidecar: shapes but no names, so no named_parameters() order
+    path = tmp_path / "overlap.json.gz"
+    path.write_bytes((MEGATRON / "overlap.json.gz").read_bytes())
+    planned = plan_trace(load_trace(path), "megatron", options("overlap"), ComputeRequest(),
+                         CostRequest(gpus=2))
+    plan = planned.plan
+    assert not any(g.order_known for g in plan.inp.grads)
+    assert any("no place in the model's named_parameters() order" in n for n in plan.notes)
+    # this model's backward runs in the reverse of its parameter order: the same buckets
+    assert [b.nbytes // 4 for b in plan.buckets] == [n for _, n in recorded("overlap")]
+    named = plan_trace(load_trace(MEGATRON / "overlap.json.gz"), "megatron", options("overlap"),
+                       ComputeRequest(), CostRequest(gpus=2)).plan
+    assert not named.notes

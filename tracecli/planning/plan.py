@@ -57,7 +57,8 @@ def make_plan(inp: PlanInput, strategy: str, options, cost: CostModel) -> Bucket
     timeline = simulate(inp.grads, grouping, cost, inp.forward_ms, inp.backward_end_ms,
                         inp.update_ms)
     bound = lower_bound(inp.grads, cost, inp.backward_end_ms, inp.update_ms)
-    plan = BucketPlan(strategy, options, cost, inp, timeline, bound, {}, _notes(timeline))
+    plan = BucketPlan(strategy, options, cost, inp, timeline, bound, {},
+                      _notes(timeline) + tuple(grouping.notes))
     return replace(plan, settings=settings_for(plan))
 
 

@@ -148,7 +148,10 @@ def megatron_buckets(grads: Sequence[Grad], opts, dp: int) -> list[MegatronBucke
     """Every buffer's buckets, in bucket-group order (dense buffers, then expert ones, each
     in order of its first parameter); members are positions in ``grads``."""
     expert_dp = opts.megatron_expert_dp or dp
-    params = sorted(range(len(grads)), key=lambda i: (grads[i].order, i))  # named_parameters()
+    if all(g.order_known for g in grads):  # named_parameters()
+        params = sorted(range(len(grads)), key=lambda i: (grads[i].order, i))
+    else:  # its reverse "roughly follows backprop order" (Megatron's comment): readiness
+        params = list(reversed(range(len(grads))))
     keys: dict[tuple[str, str, bool], list[int]] = {}
     for i in params:
         g = grads[i]
@@ -204,9 +207,16 @@ def megatron(grads: Sequence[Grad], opts, cost=None) -> Grouping:
         dtype = _grad_dtype(grads, b, opts)
         messages.append((b.numel * DTYPE_BYTES.get(dtype, 4), dtype))
     members = [tuple(sorted(b.members)) for b in chosen]
+    unknown = sum(not g.order_known for g in grads)
+    notes = () if not unknown else (
+        f"{unknown} of {len(grads)} gradients have no place in the model's named_parameters() "
+        "order (the sidecar names a profiled gradient only where its shape and dtype are "
+        "unique): Megatron's reversed walk is taken as readiness order, which it roughly "
+        "follows; its buckets may differ",)
     as_grads = all(m == (sum(grads[i].nbytes for i in b), d) for b, m, d in
                    zip(members, messages, (grads[b[0]].dtype for b in members)))
-    return Grouping(members, not_before, [kind] * len(chosen), None if as_grads else messages)
+    return Grouping(members, not_before, [kind] * len(chosen), None if as_grads else messages,
+                    notes)
 
 
 def _packed(head: str, tokens: list[str], width: int = 74) -> list[str]:

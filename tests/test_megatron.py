@@ -145,3 +145,17 @@ def test_a_saved_plan_keeps_what_each_bucket_sends(tmp_path):
     out.write_text(json.dumps(doc))
     assert_error(run("replay", "--plan", out, "--gpus", "2"), f"{out}:1:",
                  "bucket 1: bytes must be an integer from its gradients' 113600")
+
+
+def test_the_default_row_keeps_the_users_setup():
+    g = tuple(grad_list([(f"p{i}", n, "bfloat16", False, False)
+                         for i, n in enumerate([4_000_000, 30_000_000, 512])]))
+    inp = PlanInput(g, 2.0, 12.0)
+    cost = resolve_cost_model(8, "25gbe")
+    opts = StrategyOptions(megatron_overlap_grad_reduce=True, megatron_bucket_size=1_000_000,
+                           megatron_distributed_optimizer=True, megatron_grad_reduce_in_fp32=True)
+    rows = {r.label: r.plan for r in compare(inp, cost, opts)}
+    default = rows["megatron default"].options
+    assert not default.megatron_overlap_grad_reduce and default.megatron_bucket_size == 0
+    assert default.megatron_distributed_optimizer and default.megatron_grad_reduce_in_fp32
+    assert rows["megatron default"].buckets[0].collective is CollectiveKind.REDUCE_SCATTER

@@ -141,10 +141,13 @@ def test_a_saved_plan_keeps_what_each_bucket_sends(tmp_path):
     assert saved.fixed.messages == ((320000, "float32"), (114176, "float32"), (18944, "float32"),
                                     (192000, "float32"))
     doc = json.loads(out.read_text())
-    doc["buckets"][1]["bytes"] = 1000  # less than its gradients hold
+    doc["buckets"][1]["dtype"] = "int7"
     out.write_text(json.dumps(doc))
     assert_error(run("replay", "--plan", out, "--gpus", "2"), f"{out}:1:",
-                 "bucket 1: bytes must be an integer from its gradients' 113600")
+                 "bucket 1: dtype must be one of float32")
+    doc["buckets"][1]["bytes"] = 1000  # less than its gradients hold: they are what it sends
+    out.write_text(json.dumps(doc))
+    assert load_plan_file(out).fixed.messages[1] == (113600, "float32")
 
 
 def test_the_default_row_keeps_the_users_setup():

@@ -182,14 +182,16 @@ def load_plan_file(path: str | Path) -> PlanFile:
 
 def _message(b: dict, k: int, grads: list, collective, bad) -> tuple[int, Optional[str]]:
     """``(bytes, dtype)`` a bucket's collective sends: its gradients', or, for a reduction
-    that the plan says sends more (Megatron's padding, fp32 reduction), the plan's bucket
-    ``bytes`` and ``dtype``. ``dtype`` ``None``: the gradients'."""
+    the plan says sends more (Megatron's padding, fp32 reduction), the plan's bucket
+    ``bytes`` and ``dtype``; ``dtype`` ``None``: the gradients'. A bucket ``bytes`` of
+    another kind (not above its gradients', not an integer: an edited gradient size the
+    bucket did not follow) is read as before: the bucket sends its gradients."""
     own = sum(g.nbytes for g in grads)
-    nbytes, dtype = b.get("bytes", own), b.get("dtype")
-    if collective is CollectiveKind.ALL_GATHER or nbytes == own:
+    nbytes, dtype = b.get("bytes"), b.get("dtype")
+    if collective is CollectiveKind.ALL_GATHER or type(nbytes) is not int or nbytes <= own:
         return own, None
-    if type(nbytes) is not int or not own <= nbytes <= MAX_PLAN_BYTES:
-        raise bad(f"bucket {k}: bytes must be an integer from its gradients' {own} to 2^50")
+    if nbytes > MAX_PLAN_BYTES:
+        raise bad(f"bucket {k}: bytes must be an integer up to 2^50")
     if dtype not in REPLAYABLE_DTYPES:
         raise bad(f"bucket {k}: dtype must be one of " + ", ".join(REPLAYABLE_DTYPES))
     return nbytes, dtype

@@ -103,3 +103,17 @@ def test_without_the_sidecar_readiness_stands_for_the_order_and_the_plan_says_so
     named = plan_trace(load_trace(MEGATRON / "overlap.json.gz"), "megatron", options("overlap"),
                        ComputeRequest(), CostRequest(gpus=2)).plan
     assert not named.notes
+
+
+def test_replay_runs_megatrons_padded_reduce_scatters():
+    pytest.importorskip("torch")
+    from conftest import run
+    result = run("replay", MEGATRON / "distopt.json.gz", "--strategy", "megatron",
+                 "--megatron-overlap-grad-reduce", "--megatron-bucket-size", "20000",
+                 "--megatron-distributed-optimizer", "--gpus", "2", "--iters", "2", "--warmup", "1",
+                 "--network", "10gbe", "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["replay"]["verified"]  # every rank holds its exact shard
+    assert [(b["collective"], b["bytes"] // 4) for b in doc["buckets"]] == \
+        [("reduce_scatter", n) for _, n in recorded("distopt")]

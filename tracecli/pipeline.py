@@ -22,7 +22,7 @@ from .costs import DEFAULT_NETWORK, CostModel, fit_ring, fitted_model, monotone,
 from .costs import resolve_cost_model, trimmed_mean
 from .costs.nccl.request import TopologyRequest, nccl_cost_model
 from .planning import STRATEGIES, PlanInput, StrategyOptions, compare, make_plan
-from .planning.asrun import RunBucket, as_run_plan, as_run_prediction
+from .planning.asrun import RunBucket, as_run_plan, as_run_prediction, run_messages
 from .planning.base import FixedPlan, Grad
 from .planning.inputs import left_out_notice, plan_input
 from .planning.plan import BucketPlan, CompareRow
@@ -236,7 +236,7 @@ def _measured(b, inp: PlanInput, members: tuple[int, ...]) -> RunBucket:
     c = b.collective
     nbytes = c.nbytes if c.nbytes is not None else sum(inp.grads[i].nbytes for i in members)
     dtype = c.dtype or (inp.grads[members[0]].dtype if members else "float32")
-    return RunBucket(members, nbytes, dtype, c.launch_ms, c.start_ms, c.end_ms)
+    return RunBucket(members, nbytes, dtype, c.launch_ms, c.start_ms, c.end_ms, c.kind)
 
 
 def _bucket_level(trace: Trace, ready: Readiness, profile: ComputeProfile, run: ObservedRun,
@@ -255,7 +255,7 @@ def _bucket_level(trace: Trace, ready: Readiness, profile: ComputeProfile, run: 
         grads.append(Grad(label, c.nbytes, c.dtype or "float32", c.elements, at, k))
         counts.append(len(b.members))
         buckets.append(RunBucket((k,), c.nbytes, c.dtype or "float32", c.launch_ms,
-                                      c.start_ms, c.end_ms))
+                                 c.start_ms, c.end_ms, c.kind))
     source = profile.source + "; gradients grouped by the run's buckets (sizes per gradient unknown)"
     inp = PlanInput(tuple(grads), profile.forward_ms, profile.backward_end_ms, update, source,
                     unit_gradients=tuple(counts))
@@ -339,8 +339,10 @@ def replay_inputs(trace: Trace, strategy: str, compute: ComputeRequest, world: i
     if not all(b.members for b in plan.buckets):
         raise PlanError(trace.path, None, "the run's buckets are not all matched to its "
                         "gradients (see plan-buckets --strategy observed); cannot replay them")
+    messages = run_messages(plan)
     return plan.inp, FixedPlan(tuple(b.members for b in plan.buckets), plan.strategy,
-                               tuple(b.collective for b in plan.buckets))
+                               tuple(b.collective for b in plan.buckets),
+                               tuple(messages) if messages else None)
 
 
 def replay_job(inp: PlanInput, strategy: str, options: StrategyOptions, cost: CostRequest,

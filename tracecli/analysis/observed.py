@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional
 
-from ..model import Collective, Trace
+from ..model import Collective, CollectiveKind, Trace
 from .readiness import Readiness
 
 __all__ = ["ObservedBucket", "ObservedRun", "observed_run", "measured_allreduces"]
@@ -95,10 +95,12 @@ def observed_run(trace: Trace, ready: Readiness) -> ObservedRun:
                                                       "records no shapes)"))
             continue
         total, stop = 0, front
-        while stop < end and total < c.elements:
+        padded = c.kind is CollectiveKind.REDUCE_SCATTER
+        while stop < end and (total + grads[queue[stop]].elements <= c.elements if padded
+                              else total < c.elements):
             total += grads[queue[stop]].elements
             stop += 1
-        if total == c.elements and stop > front:
+        if (total == c.elements or (padded and total <= c.elements)) and stop > front:
             members = tuple(queue[front:stop])
             fronts[key] = stop
             assigned.update(members)

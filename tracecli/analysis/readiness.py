@@ -49,6 +49,8 @@ class GradientReady(NamedTuple):
     op: Optional[str]
     op_name: Optional[str]
     sparse: bool = False
+    expert: bool = False  # Megatron-Core's flags, from the sizes sidecar
+    shared_embedding: bool = False
 
 
 class LayerReady(NamedTuple):
@@ -64,7 +66,7 @@ class LayerReady(NamedTuple):
 # with keywords each costs ~1 us more (60 ms, an eighth of readiness, on a 66,000-gradient
 # list). Their values follow these fields, checked at import:
 check_fields(GradientReady, "tensor_id name elements layer nbytes dtype shape ready_index "
-                            "backward_position source op op_name sparse")
+                            "backward_position source op op_name sparse expert shared_embedding")
 check_fields(LayerReady, "name ready_index backward_position tensors nbytes elements")
 
 
@@ -150,7 +152,8 @@ def _readiness(trace: Trace) -> Readiness:
     new = tuple.__new__  # GradientReady(...) without its Python __new__ (fields checked below)
     gradients = tuple(
         new(GradientReady, (t.id, t.name, t.elements, t.layer, t.nbytes, t.dtype, t.shape, i, bpos,
-                            source, op.id if op else None, op.name if op else None, t.sparse))
+                            source, op.id if op else None, op.name if op else None, t.sparse,
+                            t.expert, t.shared_embedding))
         for i, (_, bpos, t, source, op) in enumerate(rows)
     )
     layers = _layers(gradients) or _producer_layers(trace, schedule)

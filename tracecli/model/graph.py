@@ -170,7 +170,8 @@ def node_entry(node: str, kind: NodeType, record: NamedTuple) -> dict[str, Any]:
     >>> node_entry("t0", NodeType.TENSOR, Tensor("t0", TensorKind.INPUT, "x", 16))
     ... # doctest: +NORMALIZE_WHITESPACE
     {'id': 't0', 'type': 'tensor', 'kind': 'input', 'name': 'x', 'nbytes': 16, 'line': None,
-     'layer': None, 'dtype': None, 'shape': None, 'index': None, 'sparse': False}
+     'layer': None, 'dtype': None, 'shape': None, 'index': None, 'sparse': False,
+     'expert': False, 'shared_embedding': False}
     """
     entry = {"id": node, "type": kind.value}
     entry.update(plain(record))

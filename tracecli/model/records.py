@@ -65,6 +65,8 @@ class Tensor(NamedTuple):
     shape: Optional[tuple[int, ...]] = None
     index: Optional[int] = None
     sparse: bool = False  # its gradient is sparse (IndexedSlices): all-gathered, not reduced
+    expert: bool = False  # Megatron-Core's expert-parallel parameter (the sizes sidecar says)
+    shared_embedding: bool = False  # Megatron-Core's param.shared_embedding (the sidecar says)
 
     @property
     def elements(self) -> Optional[int]:

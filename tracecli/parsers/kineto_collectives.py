@@ -73,8 +73,8 @@ class Launch:
             self.elements = args.get("In msg nelems")
             self.dtype = torch_dtype(args.get("dtype"))
             self.group_size = args.get("Group size")
-        else:
-            self.elements, self.dtype = sized(args)
+        else:  # a reduce-scatter's size is its whole input, its second argument
+            self.elements, self.dtype = sized(args, 1 if kind is CollectiveKind.REDUCE_SCATTER else 0)
         if self.elements is None or self.dtype is None:  # pre-2.2: on an op inside it
             for j in range(i + 1, len(thread.events)):
                 inner = thread.events[j]
@@ -87,18 +87,20 @@ class Launch:
         self.run: Optional[Event] = None
 
 
-def sized(args: dict) -> tuple[Optional[int], Optional[str]]:
-    """Elements and dtype of a launch's first argument from ``Input Dims``/``Input type``:
-    one tensor (``[[394241]]``, ``['float']``) or a ``TensorList`` (``[[[a], [b]]]``, the
-    coalesced calls, whose dtype the list does not say). Dims were checked when read."""
+def sized(args: dict, k: int = 0) -> tuple[Optional[int], Optional[str]]:
+    """Elements and dtype of a launch's ``k``-th argument (the first; a reduce-scatter's
+    input, the second: ``c10d::_reduce_scatter_base_(output, input)``) from ``Input
+    Dims``/``Input type``: one tensor (``[[394241]]``, ``['float']``) or a ``TensorList``
+    (``[[[a], [b]]]``, the coalesced calls, whose dtype the list does not say). Dims were
+    checked when read."""
     dims, types = args.get("Input Dims"), args.get("Input type")
-    if not (isinstance(dims, list) and dims and isinstance(dims[0], list) and dims[0]):
+    if not (isinstance(dims, list) and len(dims) > k and isinstance(dims[k], list) and dims[k]):
         return None, None
-    first = dims[0]
+    first = dims[k]
     if all(isinstance(t, list) for t in first):
         return sum(math.prod(t) for t in first), None
     if all(isinstance(d, int) for d in first):
-        dtype = torch_dtype(types[0]) if isinstance(types, list) and types else None
+        dtype = torch_dtype(types[k]) if isinstance(types, list) and len(types) > k else None
         return math.prod(first), dtype
     return None, None
 
@@ -179,7 +181,10 @@ def pair_runs(launches: list[Launch], ev: KinetoEvents, threads: dict[Any, Threa
     for l in launches:
         if l.run is not None:
             continue
-        for key in ((l.kind, l.elements), (l.kind, None)):
+        keys = [(l.kind, l.elements), (l.kind, None)]
+        if l.kind is CollectiveKind.REDUCE_SCATTER:  # gloo runs one as an all-reduce of the
+            keys.append((CollectiveKind.ALL_REDUCE, l.elements))  # whole input (gloo:all_reduce)
+        for key in keys:
             q = queues.get(key)
             while q and q[0].ts < l.event.ts - 1.0:  # ran before this launch: not its run
                 q.popleft()
@@ -202,12 +207,21 @@ def pair_runs(launches: list[Launch], ev: KinetoEvents, threads: dict[Any, Threa
                 l.elements = args["In msg nelems"]
 
 
-def purpose(l: Launch, backward: Optional[tuple[float, float]]) -> str:
+_REDUCTIONS = (CollectiveKind.ALL_REDUCE, CollectiveKind.REDUCE_SCATTER)
+
+
+def purpose(l: Launch, backward: Optional[tuple[float, float]], after: bool = False) -> str:
+    """``after``: the step reduced no gradient during backward, so its float reductions
+    after backward are its gradients' (Megatron-Core without ``overlap_grad_reduce``:
+    ``finish_grad_sync``)."""
     ts = l.event.ts
     if backward is not None and l.kind is CollectiveKind.BROADCAST and ts < backward[0]:
         return "buffers"
-    if backward is not None and l.kind is CollectiveKind.ALL_REDUCE and backward[0] <= ts <= backward[1]:
+    if backward is not None and l.kind in _REDUCTIONS and backward[0] <= ts <= backward[1]:
         return "unused-map" if l.dtype in _INTEGER_DTYPES else "gradients"
+    if after and backward is not None and l.kind in _REDUCTIONS and ts > backward[1] \
+            and l.dtype not in _INTEGER_DTYPES:
+        return "gradients"
     return "other"
 
 
@@ -215,6 +229,11 @@ def collectives(launches: list[Launch], steps: list[Step], threads) -> list[Coll
     result = []
     starts = [s.ts for s in steps]
     windows = {id(s): backward_window(threads, s) for s in steps}
+    during: set[int] = set()  # steps that reduced gradients during backward
+    for l in launches:
+        k = bisect.bisect_right(starts, l.event.ts) - 1
+        if k >= 0 and purpose(l, windows[id(steps[k])]) == "gradients":
+            during.add(k)
     for l in launches:
         k = bisect.bisect_right(starts, l.event.ts) - 1
         if k < 0 or l.event.ts >= steps[k].end:
@@ -231,7 +250,7 @@ def collectives(launches: list[Launch], steps: list[Step], threads) -> list[Coll
         result.append(Collective(
             f"c{len(result)}", l.kind, step.index, l.elements, l.dtype, nbytes,
             rel(l.event.ts), rel(l.run.ts if l.run else None), rel(l.run.end if l.run else None),
-            purpose(l, windows[id(step)]), l.group_size))
+            purpose(l, windows[id(step)], k not in during), l.group_size))
     return result
 
 

@@ -2,9 +2,11 @@
 
 A JSON list, in the model's own order (TensorFlow: trainable variables; PyTorch:
 ``model.named_parameters()``), of
-``{"name": "conv1_conv/kernel:0", "shape": [7, 7, 3, 64], "dtype": "float32"}``.
-Op lists take their sizes from it; profiler traces their parameter names. Every entry is
-checked and reported at its own line.
+``{"name": "conv1_conv/kernel:0", "shape": [7, 7, 3, 64], "dtype": "float32"}``, and where
+Megatron-Core marks a parameter, ``"expert": true`` (``param.allreduce == False``) or
+``"shared_embedding": true`` (``param.shared_embedding``). Op lists take their sizes from
+it; profiler traces their parameter names. Every entry is checked and reported at its own
+line.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ class Variable(NamedTuple):
     nbytes: int
     line: int
     layer: str  # variable_layer(name)
+    expert: bool = False  # Megatron-Core: param.allreduce == False
+    shared_embedding: bool = False  # Megatron-Core: param.shared_embedding
 
     @property
     def elements(self) -> int:
@@ -142,7 +146,7 @@ def _variable(path: str, line: int, index: int, entry) -> Variable:
         elements = math.prod(shape)  # the common case: every check passed at once
         if elements <= MAX_ELEMENTS:
             return _new(Variable, (index, name, tuple(shape), dtype, elements * DTYPE_BYTES[dtype],
-                                   line, variable_layer(name)))
+                                   line, variable_layer(name), False, False))
     return _checked_variable(path, line, index, entry)
 
 
@@ -150,7 +154,8 @@ _INT_ONLY = frozenset({int})
 # A Variable without its Python __new__: Variable(...) with keywords costs ~0.6 us more an
 # entry (40 ms on a 66,000-entry sidecar). Its values above follow these fields:
 _new = tuple.__new__
-check_fields(Variable, "index name shape dtype nbytes line layer")
+check_fields(Variable, "index name shape dtype nbytes line layer expert shared_embedding")
+FLAGS = ("expert", "shared_embedding")  # optional keys of an entry, true or false
 
 
 def _checked_variable(path: str, line: int, index: int, entry) -> Variable:
@@ -177,7 +182,11 @@ def _checked_variable(path: str, line: int, index: int, entry) -> Variable:
         raise SizesError(path, line, f"{where} ({excerpt(name)}): shape {excerpt(str(shape))} holds "
                          "more elements than any real parameter")
     nbytes = elements * DTYPE_BYTES[dtype]
-    return Variable(index, name, tuple(shape), dtype, nbytes, line, variable_layer(name))
+    for key in FLAGS:
+        if key in entry and not isinstance(entry[key], bool):
+            raise SizesError(path, line, f"{where} ({excerpt(name)}): {key} must be true or false")
+    return Variable(index, name, tuple(shape), dtype, nbytes, line, variable_layer(name),
+                    entry.get("expert", False), entry.get("shared_embedding", False))
 
 
 _WHITESPACE = re.compile(r"[ \t\r\n]*")

@@ -15,12 +15,13 @@ from typing import NamedTuple, Optional, Sequence
 
 from ..costs import CostModel
 from ..errors import PlanError
+from ..model import CollectiveKind
 from .plan import BucketPlan, PlanInput, fixed_plan, settings_for
 from .strategies import StrategyOptions
 from .strategies.observed import OBSERVED
 from .timeline import BucketTiming, Timeline
 
-__all__ = ["RunBucket", "as_run_plan", "as_run_prediction", "AS_RUN"]
+__all__ = ["RunBucket", "as_run_plan", "as_run_prediction", "run_messages", "AS_RUN"]
 
 AS_RUN = OBSERVED.name
 
@@ -32,14 +33,15 @@ class RunBucket(NamedTuple):
     ready_ms: float  # launched
     start_ms: float
     end_ms: float
+    collective: CollectiveKind = CollectiveKind.ALL_REDUCE  # a reduce-scatter: its whole input
 
 
 def as_run_plan(inp: PlanInput, buckets: Sequence[RunBucket], cost: CostModel,
                 notes: Sequence[str] = ()) -> BucketPlan:
     if not buckets:
         raise PlanError(None, None, "the run has no gradient all-reduce to show")
-    timings = tuple(BucketTiming(k, b.members, b.nbytes, b.dtype, b.ready_ms, b.start_ms, b.end_ms)
-                    for k, b in enumerate(buckets))
+    timings = tuple(BucketTiming(k, b.members, b.nbytes, b.dtype, b.ready_ms, b.start_ms, b.end_ms,
+                                 b.collective) for k, b in enumerate(buckets))
     last = max(t.end_ms for t in timings)
     iteration = max(inp.backward_end_ms, last) + inp.update_ms
     compute = inp.backward_end_ms + inp.update_ms
@@ -52,6 +54,15 @@ def as_run_plan(inp: PlanInput, buckets: Sequence[RunBucket], cost: CostModel,
     return replace(plan, settings=settings_for(plan))
 
 
+def run_messages(plan: BucketPlan) -> Optional[list[tuple[int, str]]]:
+    """What each measured bucket sent, where a bucket sent more than its gradients
+    (Megatron's padded reduce-scatters); ``None`` where every one sent exactly them."""
+    grads = plan.inp.grads
+    sent = [(b.nbytes, b.dtype) for b in plan.buckets]
+    exact = all(n == sum(grads[i].nbytes for i in b.members) for (n, _), b in zip(sent, plan.buckets))
+    return None if exact else sent
+
+
 def as_run_prediction(plan: BucketPlan, cost: Optional[CostModel] = None) -> BucketPlan:
     """The as-run grouping predicted under ``cost`` (default: the plan's own model): how
     far the model is from the run, and the run as the strategies are compared."""
@@ -59,6 +70,6 @@ def as_run_prediction(plan: BucketPlan, cost: Optional[CostModel] = None) -> Buc
         raise PlanError(None, None, "the as-run buckets are not all matched to gradients")
     cost = cost if cost is not None else plan.cost
     predicted = fixed_plan(plan.inp, [b.members for b in plan.buckets], AS_RUN, plan.options,
-                           cost)
+                           cost, [b.collective for b in plan.buckets], run_messages(plan))
     return replace(plan, cost=cost, timeline=predicted.timeline, lower_bound_ms=predicted.lower_bound_ms,
                    measured=False)

@@ -23,7 +23,14 @@ class Grad(NamedTuple):
     """One gradient as planning sees it, in readiness order.
 
     ``order`` is its place in the model's trainable-variable order (tf_cnn_benchmarks
-    groups gradients in that order, not in readiness order).
+    groups gradients in that order, Megatron-Core walks it reversed; not readiness order).
+    ``expert``: an expert-parallel parameter (Megatron-Core's ``param.allreduce == False``),
+    reduced in a buffer of its own over the expert data-parallel group. ``shared_embedding``:
+    Megatron-Core's ``param.shared_embedding`` (a word embedding tied to the output layer
+    across pipeline stages), put in a bucket alone under the distributed optimizer.
+    ``order_known``: False where the trace does not say the gradient's place in the
+    variable order (a profiled gradient the sidecar could not name); ``order`` is then its
+    place among the trace's parameters.
     """
 
     name: str
@@ -33,15 +40,23 @@ class Grad(NamedTuple):
     ready_ms: float
     order: int
     sparse: bool = False  # an IndexedSlices / sparse gradient
+    expert: bool = False
+    shared_embedding: bool = False
+    order_known: bool = True
 
 
 class Grouping(NamedTuple):
     """Buckets in launch order; ``not_before`` delays a bucket's launch (Horovod's cycle);
-    ``collectives`` names each bucket's collective (default: all-reduce)."""
+    ``collectives`` names each bucket's collective (default: all-reduce); ``messages``,
+    where a bucket's collective does not carry exactly its gradients' bytes, gives each
+    bucket's ``(bytes, dtype)`` as sent (Megatron-Core's padded buckets, reduced in fp32);
+    ``notes``: what the reader of the plan must know of how it was grouped."""
 
     buckets: list[tuple[int, ...]]
     not_before: Optional[list[float]] = None
     collectives: Optional[list[CollectiveKind]] = None
+    messages: Optional[list[tuple[int, str]]] = None
+    notes: tuple[str, ...] = ()
 
 
 def sparse_alone(grads: Sequence[Grad], opts) -> set[int]:
@@ -98,3 +113,4 @@ class FixedPlan:
     buckets: tuple[tuple[int, ...], ...]
     strategy: str
     collectives: Optional[tuple[CollectiveKind, ...]] = None
+    messages: Optional[tuple[tuple[int, str], ...]] = None  # as Grouping.messages

@@ -48,10 +48,13 @@ def plan_input(trace: Trace, ready: Readiness, profile: ComputeProfile,
         raise PlanError(trace.path, None, f"no gradients to plan: {why}")
     times = profile.ready_times()
     order = variable_order(trace)
+    unknown_order = ({t.id for t in trace.parameters() if t.index is None}
+                     if trace.abilities.variable_order is VariableOrder.INDEX else set())
     grads = tuple(
         Grad(g.name, g.nbytes, g.dtype or "float32",
              g.elements if g.elements is not None else g.nbytes // 4,
-             times[min(g.backward_position, len(times) - 1)], order.get(g.tensor_id, i), g.sparse)
+             times[min(g.backward_position, len(times) - 1)], order.get(g.tensor_id, i), g.sparse,
+             g.expert, g.shared_embedding, g.tensor_id not in unknown_order)
         for i, g in enumerate(ready.gradients) if g.nbytes is not None
     )
     return PlanInput(grads, profile.forward_ms, profile.backward_end_ms, update_ms, profile.source,

@@ -57,15 +57,18 @@ def make_plan(inp: PlanInput, strategy: str, options, cost: CostModel) -> Bucket
     timeline = simulate(inp.grads, grouping, cost, inp.forward_ms, inp.backward_end_ms,
                         inp.update_ms)
     bound = lower_bound(inp.grads, cost, inp.backward_end_ms, inp.update_ms)
-    plan = BucketPlan(strategy, options, cost, inp, timeline, bound, {}, _notes(timeline))
+    plan = BucketPlan(strategy, options, cost, inp, timeline, bound, {},
+                      _notes(timeline) + tuple(grouping.notes))
     return replace(plan, settings=settings_for(plan))
 
 
 def fixed_plan(inp: PlanInput, buckets, strategy: str, options, cost: CostModel,
-               collectives=None) -> BucketPlan:
-    """A given grouping (a plan file's, the run's own) predicted under ``cost``."""
+               collectives=None, messages=None) -> BucketPlan:
+    """A given grouping (a plan file's, the run's own) predicted under ``cost``;
+    ``messages``: each bucket's ``(bytes, dtype)`` where not its gradients' (padding)."""
     timeline = simulate(inp.grads, Grouping([tuple(b) for b in buckets], None,
-                                            list(collectives) if collectives else None),
+                                            list(collectives) if collectives else None,
+                                            list(messages) if messages else None),
                         cost, inp.forward_ms, inp.backward_end_ms, inp.update_ms)
     bound = lower_bound(inp.grads, cost, inp.backward_end_ms, inp.update_ms)
     plan = BucketPlan(strategy, options, cost, inp, timeline, bound, {}, _notes(timeline))
@@ -107,6 +110,12 @@ def _best(plans: list[BucketPlan]) -> BucketPlan:
     return min(plans, key=lambda p: (round(p.timeline.iteration_ms, 9), len(p.buckets)))
 
 
+def _defaults(spec, options):
+    """The framework out of the box in the user's setup: every knob at its default but
+    the spec's ``setup`` knobs (Megatron's distributed optimizer, ...), kept as given."""
+    return replace(StrategyOptions(), **{k.name: getattr(options, k.name) for k in spec.setup})
+
+
 def compare(inp: PlanInput, cost: CostModel, options) -> list[CompareRow]:
     """Every predicted strategy with the given options, plus each framework tuned over its
     spec's grid, plus its defaults where the options given are not them; best first."""
@@ -121,6 +130,6 @@ def compare(inp: PlanInput, cost: CostModel, options) -> list[CompareRow]:
                                         if r.plan.strategy == spec.name):
             continue
         rows.append(CompareRow(f"{spec.name} default",
-                               make_plan(inp, spec.name, StrategyOptions(), cost)))
+                               make_plan(inp, spec.name, _defaults(spec, options), cost)))
     rows.sort(key=lambda r: (round(r.plan.timeline.iteration_ms, 9), len(r.plan.buckets), r.label))
     return rows

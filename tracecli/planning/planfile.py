@@ -12,7 +12,7 @@ finite and within a step of at most ~2.8 hours, every gradient in exactly one bu
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Optional
 
 from ..errors import PlanError, excerpt
 from ..jsonfile import finite_number, read_json
@@ -148,7 +148,7 @@ def load_plan_file(path: str | Path) -> PlanFile:
         grads.append(Grad(name, nbytes, dtype, nbytes // DTYPE_BYTES[dtype], ready, i, sparse))
     if not isinstance(doc["buckets"], list) or not doc["buckets"]:
         raise bad("buckets must be a non-empty list")
-    buckets, collectives, seen = [], [], set()
+    buckets, collectives, messages, seen = [], [], [], set()
     for k, b in enumerate(doc["buckets"]):
         names = b.get("tensors") if isinstance(b, dict) else None
         if not isinstance(names, list) or not names or \
@@ -163,6 +163,7 @@ def load_plan_file(path: str | Path) -> PlanFile:
         seen |= set(members)
         buckets.append(members)
         collectives.append(collective)
+        messages.append(_message(b, k, [grads[i] for i in members], collective, bad))
     if len(seen) != len(grads):
         raise bad("some gradients are in no bucket")
     compute = doc["compute"] if isinstance(doc["compute"], dict) else {}
@@ -175,8 +176,27 @@ def load_plan_file(path: str | Path) -> PlanFile:
     inp = PlanInput(tuple(grads), forward, forward + backward, update,
                     f"plan file {path}: " + (source[:500] if isinstance(source, str) else ""))
     options = _options(doc, bad)
-    return PlanFile(inp, FixedPlan(tuple(buckets), doc["strategy"], tuple(collectives)), options,
-                    doc)
+    exact = all(m == (sum(grads[i].nbytes for i in b), None) for m, b in zip(messages, buckets))
+    sent = None if exact else tuple((n, d or grads[b[0]].dtype) for (n, d), b in zip(messages, buckets))
+    return PlanFile(inp, FixedPlan(tuple(buckets), doc["strategy"], tuple(collectives), sent),
+                    options, doc)
+
+
+def _message(b: dict, k: int, grads: list, collective, bad) -> tuple[int, Optional[str]]:
+    """``(bytes, dtype)`` a bucket's collective sends: its gradients', or, for a reduction
+    the plan says sends more (Megatron's padding, fp32 reduction), the plan's bucket
+    ``bytes`` and ``dtype``; ``dtype`` ``None``: the gradients'. A bucket ``bytes`` of
+    another kind (not above its gradients', not an integer: an edited gradient size the
+    bucket did not follow) is read as before: the bucket sends its gradients."""
+    own = sum(g.nbytes for g in grads)
+    nbytes, dtype = b.get("bytes"), b.get("dtype")
+    if collective is CollectiveKind.ALL_GATHER or type(nbytes) is not int or nbytes <= own:
+        return own, None
+    if nbytes > MAX_PLAN_BYTES:
+        raise bad(f"bucket {k}: bytes must be an integer up to 2^50")
+    if dtype not in REPLAYABLE_DTYPES:
+        raise bad(f"bucket {k}: dtype must be one of " + ", ".join(REPLAYABLE_DTYPES))
+    return nbytes, dtype
 
 
 def _options(doc: dict, bad) -> StrategyOptions:

@@ -120,7 +120,9 @@ class StrategySpec:
     "<name> default" row when the options given are not them). ``from_run``: taken from a
     profiled run, not predicted (``observed``); the pipeline builds it from the trace.
     ``frameworks``: the frameworks of traces (``Abilities.framework``) whose users set it;
-    advice leads with the spec serving the trace's own framework.
+    advice leads with the spec serving the trace's own framework. ``setup``: knobs that
+    describe the user's run rather than a bucket choice (Megatron's distributed optimizer),
+    kept as given in the "<name> default" row.
     """
 
     name: str
@@ -132,6 +134,7 @@ class StrategySpec:
     defaults: Optional[tuple[Knob, ...]] = None
     from_run: bool = False
     frameworks: tuple[str, ...] = ()  # the traces' frameworks (Abilities.framework) it serves
+    setup: tuple[Knob, ...] = ()
 
     def is_default(self, options) -> bool:
         """True when ``options`` are the framework's defaults (never without ``defaults``)."""

@@ -62,7 +62,10 @@ def simulate(grads: Sequence[Grad], grouping: Grouping, cost: CostModel, forward
     timings = []
     channel_free = 0.0
     for k, members in enumerate(grouping.buckets):
-        nbytes = sum(grads[i].nbytes for i in members)
+        if grouping.messages is not None:
+            nbytes, dtype = grouping.messages[k]
+        else:
+            nbytes, dtype = sum(grads[i].nbytes for i in members), _dtype(grads, members)
         ready = max(grads[i].ready_ms for i in members)
         if grouping.not_before is not None:
             ready = max(ready, grouping.not_before[k])
@@ -70,7 +73,7 @@ def simulate(grads: Sequence[Grad], grouping: Grouping, cost: CostModel, forward
         collective = grouping.collectives[k] if grouping.collectives else CollectiveKind.ALL_REDUCE
         queued = k > 0 and ready <= channel_free  # the transport is still busy with the last
         end = start + cost.time_ms(collective, nbytes, queued)
-        timings.append(BucketTiming(k, tuple(members), nbytes, _dtype(grads, members), ready,
+        timings.append(BucketTiming(k, tuple(members), nbytes, dtype, ready,
                                     start, end, collective))
         channel_free = end
     compute = backward_end_ms + update_ms

@@ -122,8 +122,8 @@ def plan_advice(plan, framework: str = "") -> list[str]:
     if native is not None and framework not in _serves(plan):
         return _wrap(f"{native.title} (the trace's framework) cannot set this plan's buckets: "
                      f"--strategy {native.name} plans what {native.title} can set, and "
-                     "--compare ranks it.") + ["In another framework, set:", f"  {text}"]
-    return ["To get this plan, set:", f"  {text}"]
+                     "--compare ranks it.") + ["In another framework, set:", *(f"  {line}" for line in text.splitlines())]
+    return ["To get this plan, set:", *(f"  {line}" for line in text.splitlines())]
 
 
 def model_error(cost) -> tuple[Optional[float], str]:
@@ -222,7 +222,7 @@ def compare_advice(rows, framework: str = "") -> list[str]:
         if run is not None:
             lines.append(f"    vs the run (model) {_ms(run.timeline.iteration_ms)} ms: "
                          + _gain(row.plan, run, mape))
-        lines.append(f"    {row.plan.settings['text']}")
+        lines.extend(f"    {line}" for line in row.plan.settings["text"].splitlines())
     ddp = best("ddp")
     optimal = next((r for r in strategies if r.plan.strategy == "optimal"), None)
     if optimal is not None and optimal.plan.settings.get("framework"):

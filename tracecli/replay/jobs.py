@@ -82,7 +82,7 @@ class ReplayJob:
         if self.fixed is None:
             return make_plan(self.inp, self.strategy, self.options, cost)
         return fixed_plan(self.inp, self.fixed.buckets, self.fixed.strategy, self.options, cost,
-                          self.fixed.collectives)
+                          self.fixed.collectives, self.fixed.messages)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,8 @@ Grouping``. Strategies that name a real system reproduce its grouping exactly:
 - ``ddp``: PyTorch DDP's ``compute_bucket_assignment_by_size`` after the bucket rebuild.
 - ``horovod``: Horovod's ``Controller::FuseResponses`` within each cycle.
 - ``tf-spec``: tf_cnn_benchmarks' ``--all_reduce_spec`` parts and ``pack_small_tensors``.
+- ``megatron``: Megatron-Core DDP's buffers and buckets (distributed optimizer: padded,
+  reduce-scattered).
 - ``optimal``: the exact best contiguous partition (see :mod:`..optimal`).
 - ``observed``: the buckets a profiled run used, measured (taken from the run, not planned).
 
@@ -24,6 +26,7 @@ from ..optimal import SPEC as _optimal
 from ..spec import StrategySpec, knob_table, options_type
 from . import ddp as _ddp, horovod as _horovod, observed as _observed, simple as _simple
 from . import tf_spec as _tf_spec
+from . import megatron as _megatron
 from .ddp import ddp, ddp_buckets, ddp_limits
 from .horovod import horovod, horovod_fuse
 from .simple import per_tensor, single, size_greedy
@@ -44,6 +47,7 @@ STRATEGIES: dict[str, StrategySpec] = {spec.name: spec for spec in (
     _ddp.SPEC,
     _horovod.SPEC,
     _tf_spec.SPEC,
+    _megatron.SPEC,
     _optimal,
     _observed.OBSERVED,
 )}

@@ -8,6 +8,8 @@ BIN = $(VENV)/bin
 # TORCH_INDEX when given, e.g. PyTorch's CPU wheel index), then the extra, which keeps it.
 TORCH ?= torch==2.13.0
 TORCH_INDEX ?=
+# The frameworks whose bucketing the tests run side by side with tracecli's (CPU-only).
+FRAMEWORKS ?= megatron-core==0.16.1
 
 .PHONY: demo test bench clean
 
@@ -15,6 +17,7 @@ $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) $(TORCH)
 	$(BIN)/python -m pip install -q -e '.[replay,test]'
+	$(BIN)/python -m pip install -q $(FRAMEWORKS)
 	touch $@
 
 demo: $(BIN)/.installed

@@ -75,10 +75,10 @@ class RunResult(Result):
 
         return jsonout.dumps(run_json(self.report))
 
-    def lines(self):
-        from .render.run import run_lines
+    def view(self, top=None):
+        from .render.run import run_view
 
-        return run_lines(self.report)
+        return run_view(self.report, top)
 
     def chrome_trace(self):
         from .render.run import run_chrome_trace
@@ -89,7 +89,7 @@ class RunResult(Result):
 class RunExportResult(RunResult):
     """A run's aligned timeline (``export RUN --to chrome``)."""
 
-    def lines(self):
+    def view(self, top=None):
         return None
 
     def json_text(self) -> str:

@@ -8,12 +8,17 @@ JSON (``inspect RUN --json``, documented in the README): ``ranks``, ``clock_offs
 from __future__ import annotations
 
 import math
+import statistics
 from typing import Any, Optional
+
+from rich.console import Group
+from rich.text import Text
 
 from ..run.analyze import RunReport
 from .chrome import chrome_trace, complete_event
+from .tables import add_rows, new_table, plural, truncated, value_columns
 
-__all__ = ["run_json", "run_lines", "run_chrome_trace", "RUN_FORMAT"]
+__all__ = ["run_json", "run_view", "run_chrome_trace", "RUN_FORMAT"]
 
 RUN_FORMAT = "tracecli-run"
 
@@ -64,34 +69,69 @@ def run_json(report: RunReport) -> dict[str, Any]:
     }
 
 
-def run_lines(report: RunReport) -> list[str]:
-    """The text report: who is late, by how much, and what it costs, step by step."""
+def run_view(report: RunReport, top: Optional[int] = None) -> Group:
+    """The text report: who is late, by how much, and what it costs, step by step and
+    rank by rank (tables that fit 80 columns at any rank count; ``top`` shortens the ranks)."""
     run = report.run
     n = len(run.ranks)
     world = f" of {run.world_size}" if run.world_size else ""
-    lines = [f"run: {run.given}: {n} rank{'s' if n != 1 else ''}{world} "
-             f"({run.ranks[0].backend or 'backend not recorded'}), {len(report.steps)} steps, "
-             f"{len(report.collectives)} collectives matched by {report.matching.key}"]
+    head = Text(f"run: {run.given}: {plural(n, 'rank')}{world} "
+                f"({run.ranks[0].backend or 'backend not recorded'}), "
+                f"{plural(len(report.steps), 'step')}, "
+                f"{plural(len(report.collectives), 'collective')} matched by "
+                f"{report.matching.key}")
+    parts = [head, _steps_table(report)]
     if n > 1:
-        offs = ", ".join(f"rank {r} {v:+,.1f} us (spread {report.clock_spread_us[r]:.1f})"
-                         for r, v in sorted(report.clock_offset_us.items()) if r != run.ranks[0].rank)
-        lines.append(f"clock offsets (from {report.offsets_from} collective ends; how far each "
-                     f"clock reads ahead of rank {run.ranks[0].rank}'s): {offs}")
-    lines.append("")
-    lines.append(f"{'step':<18} {'straggler':>9} {'lost ms':>9}  per rank: step / compute / "
-                 "wait / transfer ms")
+        parts.append(_ranks_table(report, top))
+    parts.append(Text("\n".join(_verdict(report))))
+    return Group(*parts)
+
+
+def _steps_table(report: RunReport):
+    table = new_table("Steps: the rank the others waited for (straggler) and what it cost")
+    table.add_column("step", no_wrap=True)
+    rows = []
     for s in report.steps:
-        who = "-" if s.straggler is None else str(s.straggler)
-        per = "; ".join(f"r{r} {t.step_ms:.1f}/{t.compute_ms:.1f}/{t.wait_ms:.1f}/"
-                        f"{t.transfer_ms:.1f}" for r, t in sorted(s.ranks.items())[:8])
-        more = f"; ... {len(s.ranks) - 8} more" if len(s.ranks) > 8 else ""
-        lines.append(f"{s.label:<18} {who:>9} {s.lost_ms:>9.1f}  {per}{more}")
-    if n > 1 and report.collectives:
-        total = sum(report.last_counts.values()) or 1
-        ranked = sorted(report.last_counts.items(), key=lambda rc: (-rc[1], rc[0]))
-        lines.append("")
-        lines.append("arrived last (of " + f"{total} collectives): " + ", ".join(
-            f"rank {r} {c} ({100.0 * c / total:.0f}%)" for r, c in ranked[:8]))
+        slow = max(s.ranks.items(), key=lambda rt: (rt[1].step_ms, -rt[0]), default=None)
+        waits = max(s.ranks.items(), key=lambda rt: (rt[1].wait_ms, -rt[0]), default=None)
+        rows.append([s.label, "-" if s.straggler is None else str(s.straggler),
+                     f"{s.lost_ms:.1f}", f"{s.noise_ms:.1f}",
+                     f"{slow[1].step_ms:.1f}" if slow else "-",
+                     f"{waits[1].wait_ms:.1f} (r{waits[0]})" if waits else "-"])
+    shown = value_columns(table, ["straggler", "lost ms", "noise ms", "longest step ms",
+                                  "most wait ms"], rows, start=1)
+    for row in rows:
+        table.add_row(*row)
+    return shown
+
+
+def _ranks_table(report: RunReport, top: Optional[int]):
+    first = report.run.ranks[0].rank
+    table = new_table(f"Ranks: clock offset (ahead of rank {first}'s, from "
+                      f"{report.offsets_from} collective ends), times last, mean ms a step")
+    table.add_column("rank", justify="right", no_wrap=True)
+    total = sum(report.last_counts.values()) or 1
+    strag = {r: sum(1 for s in report.steps if s.straggler == r) for r in report.ranks}
+    rows = []
+    for r in report.ranks:
+        times = [s.ranks[r] for s in report.steps if r in s.ranks]
+        mean = (lambda f: f"{statistics.fmean(f(t) for t in times):.1f}" if times else "-")
+        last = report.last_counts.get(r, 0)
+        rows.append([str(r), f"{report.clock_offset_us.get(r, 0.0):+,.1f}",
+                     f"{report.clock_spread_us.get(r, 0.0):.1f}",
+                     f"{last} ({100.0 * last / total:.0f}%)", str(strag[r]),
+                     mean(lambda t: t.step_ms), mean(lambda t: t.compute_ms),
+                     mean(lambda t: t.wait_ms), mean(lambda t: t.transfer_ms)])
+    shown_rows, hidden = truncated(rows, top)
+    shown = value_columns(table, ["offset us", "spread us", "last", "straggler", "step",
+                                  "compute", "wait", "transfer"], shown_rows, start=1)
+    add_rows(table, shown_rows, hidden, "rank")
+    return shown
+
+
+def _verdict(report: RunReport) -> list[str]:
+    lines = []
+    if len(report.run.ranks) > 1 and report.collectives:
         flagged = [s for s in report.steps if s.straggler is not None]
         if flagged:
             worst = max(flagged, key=lambda s: s.lost_ms)
@@ -103,8 +143,7 @@ def run_lines(report: RunReport) -> list[str]:
             lines.append("no straggler: in every step the waits are within the noise "
                          f"(at least {min(s.noise_ms for s in report.steps):.1f} ms; "
                          "see the README)" if report.steps else "no steps")
-    for text in report.notes:
-        lines.append(f"note: {text}")
+    lines.extend(f"note: {text}" for text in report.notes)
     return lines
 
 

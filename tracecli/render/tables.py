@@ -72,37 +72,39 @@ def value_columns(table: Table, headers: list[str], rows: list[list[str]], start
 
 
 class Whole:
-    """A table printed with every column and every value whole where the width allows:
-    when it does not (rich would cut values or drop whole columns), the other columns give
-    up their minimum widths first, then the last ``values`` columns wrap their values onto
-    a second line."""
+    """A table printed with every column and every value whole where the width allows.
+    Too wide for the terminal, it gives up room in this order: the headers wider than their
+    values wrap (the widest first), then the other columns (names) wrap, and only when even
+    that does not fit do the last ``values`` columns wrap their values onto a second line.
+    (Left alone, rich narrows the widest columns first, values included, and cuts them.)"""
 
     def __init__(self, table: Table, values: int):
         self.table = table
         self.values = values
 
+    def _fits(self, console, options, bound: str) -> bool:
+        return getattr(self.table.__rich_measure__(console, options), bound) <= options.max_width
+
     def __rich_console__(self, console, options):
         columns = self.table.columns
-        for relaxed in (columns[:len(columns) - self.values], columns):
-            fits = self.table.__rich_measure__(console, options)
-            if fits.minimum <= options.max_width:
-                if fits.maximum > options.max_width:
-                    self._keep_values(console, options, columns[len(columns) - self.values:])
-                break
-            for column in relaxed:
-                column.min_width = None
+        names, values = columns[:len(columns) - self.values], columns[len(columns) - self.values:]
+        if not self._fits(console, options, "maximum"):
+            for column in values:
+                column.no_wrap = bool(column.min_width)
+            self._wrap_headers(console, options, values)
+            if not self._fits(console, options, "maximum"):
+                for column in names:
+                    column.min_width, column.no_wrap = None, False
+                if not self._fits(console, options, "minimum"):
+                    for column in values:
+                        column.min_width, column.no_wrap = None, False
         yield self.table
 
-    def _keep_values(self, console, options, columns) -> None:
-        """Rich narrows the widest columns first, values included: keep each value column
-        whole, and wrap the headers wider than their values, the widest first, until the
-        table fits."""
-        for column in columns:
-            column.no_wrap = bool(column.min_width)
+    def _wrap_headers(self, console, options, columns) -> None:
         spare = sorted((c for c in columns if c.min_width), reverse=True,
                        key=lambda c: len(str(c.header)) - c.min_width)
         for column in spare:
-            if self.table.__rich_measure__(console, options).maximum <= options.max_width:
+            if self._fits(console, options, "maximum"):
                 return
             header = str(column.header)
             width = max([column.min_width] + [len(w) for w in header.split()])

@@ -88,6 +88,8 @@ def run_view(report: RunReport, top: Optional[int] = None) -> Group:
 
 
 def _steps_table(report: RunReport):
+    if len(report.run.ranks) == 1:
+        return _one_rank_steps(report)
     table = new_table("Steps: the rank the others waited for (straggler) and what it cost")
     table.add_column("step", no_wrap=True)
     rows = []
@@ -100,6 +102,22 @@ def _steps_table(report: RunReport):
                      f"{waits[1].wait_ms:.1f} (r{waits[0]})" if waits else "-"])
     shown = value_columns(table, ["straggler", "lost ms", "noise ms", "longest step ms",
                                   "most wait ms"], rows, start=1)
+    for row in rows:
+        table.add_row(*row)
+    return shown
+
+
+def _one_rank_steps(report: RunReport):
+    """One rank cannot split its collectives' time into wait and transfer, nor name a
+    straggler: its steps say what it spent computing and in collectives, nothing more."""
+    rank = report.run.ranks[0].rank
+    table = new_table(f"Steps of rank {rank} (its collectives' time includes waiting for "
+                      "the others)")
+    table.add_column("step", no_wrap=True)
+    rows = [[s.label, f"{t.step_ms:.1f}", f"{t.compute_ms:.1f}",
+             f"{t.wait_ms + t.transfer_ms:.1f}"]
+            for s in report.steps for t in [s.ranks[rank]] if rank in s.ranks]
+    shown = value_columns(table, ["step ms", "compute ms", "in collectives ms"], rows, start=1)
     for row in rows:
         table.add_row(*row)
     return shown

@@ -21,7 +21,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKER = ROOT / "tests" / "fuzzing.py"
-KINDS = ["chainer", "tf-schedule", "kineto", "plan", "op-times", "calibration"]
+KINDS = ["chainer", "tf-schedule", "kineto", "plan", "op-times", "calibration", "nccl-tests",
+         "nccl-log", "run"]
 
 
 def batch(seed: int, count: int) -> dict:

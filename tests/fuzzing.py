@@ -13,6 +13,7 @@ one JSON summary line.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import random
 import re
@@ -25,6 +26,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE / "fixtures"
+NCCL = FIXTURES / "nccl"
+RUN = FIXTURES / "multirank" / "gloo2_straggler"
 ROOT = HERE.parent
 
 HOSTILE_NUMBERS = ["-1", "0", "1e308", "-1e308", "1e-320", "NaN", "-Infinity", "Infinity",
@@ -42,6 +45,10 @@ def seeds() -> dict[str, dict[str, bytes]]:
         "kineto": {"trace.json": (FIXTURES / "kineto_step.json").read_bytes()},
         "plan": {"plan.json": None},  # made from the chainer seed at run time
         "op-times": {"times.json": json.dumps({"op1": 0.5, "/l1": 2.0, "forward_ms": 3}).encode()},
+        "nccl-tests": {"perf.txt": (NCCL / "cscs_gh200_2x1_all_reduce_perf.txt").read_bytes()},
+        "nccl-log": {"nccl.log": (NCCL / "nccl_tests_350_a100pcie_2x1_graph.log").read_bytes()},
+        "run": {f"rank{r}.json": gzip.decompress((RUN / f"rank{r}.json.gz").read_bytes())
+                for r in (0, 1)},
         "calibration": {"cal.json": json.dumps({
             "format": "tracecli-calibration", "version": 1, "backend": "gloo", "device": "cpu",
             "gpus": 2, "algorithm": "ring", "alpha_us": 100.0, "bandwidth_gbps": 1.5,
@@ -162,6 +169,16 @@ def commands(kind: str, files: dict[str, Path]) -> list[list[str]]:
         return [["plan-buckets", chainer, "--op-times", first, "--json"]]
     if kind == "calibration":
         return [["plan-buckets", chainer, "--calibration", first, "--json"]]
+    if kind == "nccl-tests":  # nccl-tests output: a measured curve, and a cost source
+        net = ["--nodes", "2", "--nic-gbps", "200", "--nccl", "2.30.7"]
+        return [["collective", "allreduce", "--measured", first, "--json", *net],
+                ["plan-buckets", chainer, "--nccl-tests", first, "--json", *net]]
+    if kind == "nccl-log":  # NCCL's own graph, from its GRAPH/TUNING log
+        return [["collective", "allreduce", "--nccl-log", first, "--nodes", "2",
+                 "--gpus-per-node", "1", "--device", "a100", "--nic-gbps", "200",
+                 "--intra", "pcie", "--sizes", "1k,1G", "--json"]]
+    if kind == "run":  # a run's directory of per-rank traces
+        return [["inspect", str(Path(first).parent), "--json"]]
     raise ValueError(kind)
 
 
@@ -180,7 +197,8 @@ def check(result, files: dict[str, Path], seconds: float) -> str | None:
     lines = result.stderr.strip().splitlines()
     if len(lines) != 1:
         return f"{len(lines)} lines on stderr: {result.stderr[:300]!r}"
-    if not any(lines[0].startswith(str(p)) for p in files.values()) and not lines[0].startswith("tracecli"):
+    named = [str(p) for p in files.values()] + [str(p.parent) for p in files.values()]
+    if not any(lines[0].startswith(n) for n in named) and not lines[0].startswith("tracecli"):
         return f"error names no file: {lines[0][:200]}"
     if "Traceback" in result.stderr:
         return "traceback"

@@ -15,10 +15,13 @@ from fuzzing import HERE, seeds
 PER_FORMAT = 2000
 
 
-@pytest.mark.parametrize("kinds", [["chainer", "tf-schedule", "kineto"],
-                                   ["plan", "op-times", "calibration"]], ids=["traces", "json-files"])
-def test_mutants_keep_the_contract(kinds):
-    count = PER_FORMAT * len(kinds)
+@pytest.mark.parametrize("kinds,per_format", [
+    (["chainer", "tf-schedule", "kineto"], PER_FORMAT),
+    (["plan", "op-times", "calibration"], PER_FORMAT),
+    (["nccl-tests", "nccl-log", "run"], PER_FORMAT // 4),
+], ids=["traces", "json-files", "cluster-and-run"])
+def test_mutants_keep_the_contract(kinds, per_format):
+    count = per_format * len(kinds)
     out = subprocess.run([sys.executable, str(HERE / "fuzzing.py"), "--count", str(count),
                           "--seed", "20261122", "--kinds", *kinds],
                          capture_output=True, text=True, timeout=1500)
@@ -29,4 +32,4 @@ def test_mutants_keep_the_contract(kinds):
 
 
 def test_every_format_has_seeds():
-    assert {"chainer", "tf-schedule", "kineto"} <= set(seeds())
+    assert {"chainer", "tf-schedule", "kineto", "nccl-tests", "nccl-log", "run"} <= set(seeds())

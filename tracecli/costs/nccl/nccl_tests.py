@@ -28,6 +28,7 @@ BINARIES = {"allreduce": "all_reduce_perf", "allgather": "all_gather_perf",
             "reducescatter": "reduce_scatter_perf", "broadcast": "broadcast_perf"}
 MAX_BYTES = 1 << 50
 MAX_US = 1e10
+MIN_US = 0.01  # nccl-tests prints times to 0.01 us; a collective takes some time
 _PREFIX = re.compile(r"^(?:\[\d+\]\s?|.*<stdout>:)")
 _STARTING = re.compile(r"#\s*Collective test starting:\s*(\w+)")
 _RANK = re.compile(r"^#\s+Rank\s+\d+\s+Group")
@@ -113,9 +114,9 @@ def parse_nccl_tests(text: str, path: str = "<nccl-tests>", collective: Optional
         rows.append(NcclTestsRow(
             int(_num(path, no, cols[0], "size", 0, MAX_BYTES)),
             int(_num(path, no, cols[1], "count", 0, MAX_BYTES)), cols[2],
-            _num(path, no, cols[5], "time", 0.0, MAX_US),
+            _num(path, no, cols[5], "time", MIN_US, MAX_US),
             _num(path, no, cols[6], "algbw", 0.0, 1e6), _num(path, no, cols[7], "busbw", 0.0, 1e6),
-            _num(path, no, cols[9], "in-place time", 0.0, MAX_US), no))
+            _num(path, no, cols[9], "in-place time", MIN_US, MAX_US), no))
     if header is None:
         raise CalibrationError(path, first or None, "not nccl-tests output: no '#  size  count  "
                                "type ... time  algbw  busbw' header; pass the stdout of all_reduce_perf")

@@ -130,7 +130,7 @@ RELEASES: tuple[tuple[tuple[int, int, int], Constants], ...] = (
     ((2, 28, 9), _V2_28_9), ((2, 29, 0), _V2_29_2), ((2, 29, 7), _V2_29_7), ((2, 30, 0), _V2_30_3),
 )
 
-_VERSION_RE = re.compile(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?(?:[-+].*)?\s*$")
+_VERSION_RE = re.compile(r"^\s*v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,6}))?(?:[-+].*)?\s*$")  # bounded digits
 
 
 def parse_version(text: str) -> Optional[tuple[int, int, int]]:

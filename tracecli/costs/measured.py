@@ -28,7 +28,7 @@ from .alphabeta import AlphaBeta
 from .model import Linear
 from .topology import Topology
 
-__all__ = ["Measured", "MEASURED_KIND"]
+__all__ = ["Measured", "MEASURED_KIND", "point_basis"]
 
 MEASURED_KIND = CollectiveKind.ALL_REDUCE  # what calibration and traces measure
 
@@ -93,12 +93,7 @@ class Measured:
         taken on another rank count; ``None`` for kinds nothing measured."""
         if kind != MEASURED_KIND or not self.points:
             return None
-        if not self.measured:
-            return "model"
-        pts = self.points
-        if any(n == nbytes for n, _ in pts):
-            return "measured"
-        return "interpolated" if pts[0][0] < nbytes < pts[-1][0] else "extrapolated"
+        return point_basis(self.points, nbytes) if self.measured else "model"
 
     def algorithm_protocol(self, kind: CollectiveKind, nbytes: float) -> Optional[tuple[str, str]]:
         return None
@@ -112,3 +107,15 @@ class Measured:
         doc["measured_on_gpus"] = self.points_gpus
         doc["uses_measurements"] = self.measured
         return doc
+
+
+def point_basis(points, nbytes: float) -> str:
+    """Where a time at ``nbytes`` comes from, given measured ``points`` (ascending sizes):
+    ``measured`` at one of them, ``interpolated`` between, ``extrapolated`` beyond.
+
+    >>> point_basis([(1024, 0.1), (4096, 0.2)], 2048), point_basis([(1024, 0.1)], 1024)
+    ('interpolated', 'measured')
+    """
+    if any(n == nbytes for n, _ in points):
+        return "measured"
+    return "interpolated" if points[0][0] < nbytes < points[-1][0] else "extrapolated"

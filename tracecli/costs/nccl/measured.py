@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
 from ...model import CollectiveKind
+from ..measured import point_basis
 from ..model import Linear
 from .model import LINE_FROM, LINE_TO, NcclModel
 
@@ -106,12 +107,7 @@ class NcclMeasured:
     def basis(self, kind: CollectiveKind, nbytes: float) -> Optional[str]:
         if kind != self.kind:
             return None
-        if not self.measured:
-            return "model"
-        pts = self.points
-        if any(n == nbytes for n, _ in pts):
-            return "measured"
-        return "interpolated" if pts[0][0] < nbytes < pts[-1][0] else "extrapolated"
+        return point_basis(self.points, nbytes) if self.measured else "model"
 
     def algorithm_protocol(self, kind: CollectiveKind, nbytes: float) -> Optional[tuple[str, str]]:
         return self.model.algorithm_protocol(kind, nbytes)

@@ -17,7 +17,7 @@ is cached per kind; ``time_ms`` is cached per (kind, bytes).
 
 >>> m = NcclModel.for_topology("h100", 1, 8, nvswitch=True, nic_gbps=0, nics=0, version="2.30.7")
 >>> m.choice(CollectiveKind.ALL_REDUCE, 1 << 30)[:2]
-('Ring', 'Simple')
+('NVLS', 'Simple')
 >>> m.choice(CollectiveKind.ALL_REDUCE, 1024)[:2]
 ('Ring', 'LL')
 """

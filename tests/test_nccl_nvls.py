@@ -76,3 +76,15 @@ def test_nccl1453_choices_still_match_with_nvls_on():
 def test_multi_node_graph_follows_the_nics(nic_gbps, nics, want):
     g = search_nvls(GPUS["h100"], 8, 2, True, nic_gbps, nics, "2.30.7")
     assert (g.n_channels, g.bw_intra, g.bw_inter) == want
+
+
+def test_tree_graph_is_the_ring_on_one_node_and_wider_inside_on_several():
+    from tracecli.costs.nccl.graph import search_graphs
+    ring, tree = search_graphs(GPUS["h100"], 8, 1, True, 0, 0)
+    assert ring == tree and (ring.n_channels, ring.bw_intra) == (12, 30.0)   # NVIDIA/nccl#1197
+    ring, tree = search_graphs(GPUS["h100"], 8, 2, True, 1600, 8)
+    assert (ring.n_channels, ring.bw_intra, ring.bw_inter) == (8, 24.0, 24.0)
+    # search.cc:1278-1281: bwIntra rises while below 2 x 24 and 8 channels fit in 370.8 GB/s
+    assert (tree.n_channels, tree.bw_intra, tree.bw_inter) == (8, 45.0, 24.0)
+    m = NcclModel.for_topology("h100", 2, 8, True, 1600, 8, version="2.30.7")
+    assert m.tree_pattern_tree and not NcclModel.for_topology("h100", 1, 8, True, 0, 0).tree_pattern_tree

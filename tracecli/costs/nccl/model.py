@@ -32,7 +32,7 @@ from ...errors import PlanError
 from ...model import CollectiveKind
 from ..model import Linear
 from ..topology import Topology
-from .graph import GPUS, search_graphs
+from .graph import GPUS, search_graphs, tree_pattern_is_tree
 from .nvls import search_nvls
 from .platforms import PLATFORMS
 from .tuning import ALGOS, NO_GRAPH, PROTOS, AlgoGraph, Comm, best, tune
@@ -84,6 +84,7 @@ class NcclModel:
         ring, tree = search_graphs(GPUS[gpu], gpus_per_node, nodes, nvswitch, nic_gbps, nics)
         nvls = search_nvls(GPUS[gpu], gpus_per_node, nodes, nvswitch, nic_gbps, nics, version)
         return cls(topo, GPUS[gpu].compcap, ring, tree, version, nvls=nvls,
+                   tree_pattern_tree=tree_pattern_is_tree(GPUS[gpu], nodes),
                    source=f"NCCL {version} model, {nodes} x {gpus_per_node} {gpu}", device=gpu,
                    intra="nvswitch" if nvswitch else "pcie",
                    nic_gbps=nic_gbps if nodes > 1 else None, nics=nics if nodes > 1 else None)

@@ -22,7 +22,7 @@ When (NVIDIA/nccl v2.30.7-1 unless a tag is named):
 The graph (``NCCL_TOPO_PATTERN_NVLS``): each channel has one head GPU; every GPU moves the
 channel's ``bwIntra`` to and from the NVSwitch, the head twice (``ncclTopoSearchTryNvls``,
 search.cc:410-443). The search takes as many channels as it can, up to
-``min(NCCL_MAX_NVLS_ARITY = 32, GPUs)`` (search.cc:1126-1128, 447-450; a graph with more
+``min(NCCL_MAX_NVLS_ARITY = 32, GPUs)`` (search.cc:1126-1128, 447-455; a graph with more
 channels, or more ``nChannels·bwInter``, wins), never duplicates them (search.cc:1038), and:
 
 - on one node it must have one channel per GPU (search.cc:1135-1138) and tries speeds from the

@@ -21,7 +21,7 @@ def test_protocol_and_choices():
     m = NcclModel.for_platform("dgx-h100", 8, version="2.30.7")
     assert isinstance(m, CostModel) and m.gpus == 64
     assert m.choice(K.ALL_REDUCE, 1024)[:2] == ("Tree", "LL")
-    assert m.choice(K.ALL_REDUCE, 1 << 30)[:2] == ("Ring", "Simple")
+    assert m.choice(K.ALL_REDUCE, 1 << 30)[:2] == ("NVLSTree", "Simple")  # NVLS on: sm90 NVSwitch
     line = m.linear(K.ALL_REDUCE)
     for n in (1 << 20, 256 << 20):  # the secant is exact at both ends
         assert line.at(n) == pytest.approx(m.time_ms(K.ALL_REDUCE, n))

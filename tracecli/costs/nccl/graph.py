@@ -19,7 +19,18 @@ bandwidth to the fastest speed the list allows for as many channels as fit (at m
 doubling), and the network its NIC bandwidth per node shared by the node's channels. It does
 not see PCIe switches, NUMA, rails or NIC placement, so a real machine can differ: take the
 graph from a real log (:mod:`.nccllog`, ``Pattern ... nChannels ... bw ...``) where you have one.
-NVLS is left out of the estimate (its channel count is decided apart, in src/transport/nvls.cc).
+
+The tree graph (src/init.cc:1180-1186: pattern BALANCED_TREE, as many channels as the ring) is
+the ring's on one node: the same speeds fit the same channels, and pass 2 cannot raise its
+``bwIntra`` past what the NVLink carries (NVIDIA/nccl#1197 prints 12 x 30/30 GB/s for both on
+8 H100). On several nodes it differs in two ways, both estimated here: pass 2 raises the
+tree's ``bwIntra`` alone, a speed at a time, while it is below ``2·bwInter`` and the NVLink
+carries it (search.cc:1278-1281; tuning.cc reads ``bwIntra`` on 2 nodes, ``bwInter`` on more,
+so only 2 nodes see it), and on sm90+ a GPU-per-NIC node falls back to pattern TREE
+(search.cc:1215-1218; tuning.cc:336, factor 0.85): the 3 x 8 H100 log of
+NVIDIA/nccl#1453 is reproduced only with pattern TREE (tests/test_nccl_tuning.py).
+
+The NVLS graph and when NCCL enables NVLS: :mod:`.nvls`.
 """
 
 from __future__ import annotations
@@ -29,7 +40,7 @@ from dataclasses import dataclass
 
 from .tuning import AlgoGraph
 
-__all__ = ["GPUS", "Gpu", "search_graphs", "SPEEDS_INTRA", "SPEEDS_INTER"]
+__all__ = ["GPUS", "Gpu", "search_graphs", "tree_pattern_is_tree", "SPEEDS_INTRA", "SPEEDS_INTER"]
 
 SPEEDS_INTRA = {80: (40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0),
                 90: (60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0),
@@ -108,4 +119,18 @@ def search_graphs(gpu: Gpu, gpus_per_node: int, nodes: int, nvswitch: bool,
         channels, s_intra, s_inter = 2 * channels, s_intra / 2, s_inter / 2  # ncclTopoDupChannels
     ll128 = nvswitch or gpus_per_node == 1
     ring = AlgoGraph(channels, s_intra, s_inter, nvlink=nvswitch, ll128=ll128)
-    return ring, ring
+    if nodes == 1 or gpus_per_node == 1:
+        return ring, ring
+    tree_intra = s_inter  # pass 2 raises a tree's bwIntra alone while below 2 bwInter
+    for s in sorted(x for x in _speeds(gpu.compcap, SPEEDS_INTER) if x > s_inter):
+        if tree_intra >= 2 * s_inter or s * channels > intra_total + 1e-9:
+            break
+        tree_intra = s
+    return ring, AlgoGraph(channels, tree_intra, s_inter, nvlink=nvswitch, ll128=ll128)
+
+
+def tree_pattern_is_tree(gpu: Gpu, nodes: int) -> bool:
+    """Whether the tree graph ends with pattern TREE (``maxTreePattern``, tuning.cc's 0.85):
+    on several nodes of sm90+, where a balanced tree (two GPUs sharing a NIC) fails on a
+    GPU-per-NIC node and the search falls back to a simple tree (search.cc:1215-1218)."""
+    return nodes > 1 and gpu.compcap >= 90

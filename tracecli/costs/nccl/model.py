@@ -17,7 +17,7 @@ is cached per kind; ``time_ms`` is cached per (kind, bytes).
 
 >>> m = NcclModel.for_topology("h100", 1, 8, nvswitch=True, nic_gbps=0, nics=0, version="2.30.7")
 >>> m.choice(CollectiveKind.ALL_REDUCE, 1 << 30)[:2]
-('Ring', 'Simple')
+('NVLS', 'Simple')
 >>> m.choice(CollectiveKind.ALL_REDUCE, 1024)[:2]
 ('Ring', 'LL')
 """
@@ -32,9 +32,10 @@ from ...errors import PlanError
 from ...model import CollectiveKind
 from ..model import Linear
 from ..topology import Topology
-from .graph import GPUS, search_graphs
+from .graph import GPUS, search_graphs, tree_pattern_is_tree
+from .nvls import search_nvls
 from .platforms import PLATFORMS
-from .tuning import ALGOS, PROTOS, AlgoGraph, Comm, best, tune
+from .tuning import ALGOS, NO_GRAPH, PROTOS, AlgoGraph, Comm, best, tune
 from .versions import DEFAULT_VERSION, constants_for
 
 __all__ = ["NcclModel", "LINE_FROM", "LINE_TO", "FUNC_OF"]
@@ -46,7 +47,8 @@ FUNC_OF = {CollectiveKind.ALL_REDUCE: "AllReduce", CollectiveKind.ALL_GATHER: "A
 
 @dataclass(frozen=True)
 class NcclModel:
-    """NCCL ``version``'s model on ``topology`` with the ring and tree ``graphs``."""
+    """NCCL ``version``'s model on ``topology`` with the ring and tree ``graphs`` and, where NCCL
+    enables NVLS (:mod:`.nvls`), the NVLS graph (``None``: no NVLS)."""
 
     topology: Topology
     compcap: int
@@ -62,6 +64,7 @@ class NcclModel:
     intra: str = ""  # "nvswitch" or "pcie"
     nic_gbps: Optional[float] = None  # network per node, Gb/s over all its NICs
     nics: Optional[int] = None
+    nvls: Optional[AlgoGraph] = None
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -79,7 +82,9 @@ class NcclModel:
             raise PlanError(None, None, f"{nodes} nodes need a network: pass --nic-gbps (Gb/s per "
                             "node, summed over its NICs) and at least one NIC")
         ring, tree = search_graphs(GPUS[gpu], gpus_per_node, nodes, nvswitch, nic_gbps, nics)
-        return cls(topo, GPUS[gpu].compcap, ring, tree, version,
+        nvls = search_nvls(GPUS[gpu], gpus_per_node, nodes, nvswitch, nic_gbps, nics, version)
+        return cls(topo, GPUS[gpu].compcap, ring, tree, version, nvls=nvls,
+                   tree_pattern_tree=tree_pattern_is_tree(GPUS[gpu], nodes),
                    source=f"NCCL {version} model, {nodes} x {gpus_per_node} {gpu}", device=gpu,
                    intra="nvswitch" if nvswitch else "pcie",
                    nic_gbps=nic_gbps if nodes > 1 else None, nics=nics if nodes > 1 else None)
@@ -101,7 +106,8 @@ class NcclModel:
         if "table" not in self._cache:
             t = self.topology
             comm = Comm(t.ranks, t.nodes, self.compcap, self.ring, self.tree, cpu=self.cpu,
-                        tree_pattern_tree=self.tree_pattern_tree)
+                        tree_pattern_tree=self.tree_pattern_tree,
+                        nvls=self.nvls or NO_GRAPH, nvls_support=self.nvls is not None)
             self._cache["table"] = tune(comm, constants_for(self.version))
         return self._cache["table"]
 

@@ -13,7 +13,7 @@ all-reduce ``2(n-1)/n``, all-gather and reduce-scatter ``(n-1)/n``, broadcast 1.
 >>> m = NcclModel.for_topology("h100", 1, 8, True, 0, 0, "2.30.7")
 >>> r = sweep(m, "allreduce", [1 << 30])[0]
 >>> r.algorithm, r.protocol, round(r.busbw_gbps / r.algbw_gbps, 3)
-('Ring', 'Simple', 1.75)
+('NVLS', 'Simple', 1.75)
 """
 
 from __future__ import annotations

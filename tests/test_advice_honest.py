@@ -133,3 +133,18 @@ def test_the_framework_comes_from_the_trace_abilities():
     assert load(str(KINETO / "mlp_default.json.gz")).abilities.framework == "pytorch"
     options = LoadOptions(sizes=str(HOROVOD_SIZES))
     assert load(str(HOROVOD), options).abilities.framework == "horovod"
+
+
+def test_per_bucket_caps_are_advice_only_where_they_beat_one_cap():
+    def optimal_lines(*args):
+        lines = run("plan-buckets", *args, "--compare").stdout.splitlines()
+        k = next(i for i, l in enumerate(lines) if l.startswith("  Optimal plan"))
+        return lines[k + 1:k + 3]
+
+    wins = optimal_lines(HOROVOD, "--sizes", HOROVOD_SIZES, "--backward-ms", "120", "--gpus", "64",
+                         "--network", "25gbe")
+    gain = float(wins[0].split("vs best bucket_cap_mb:")[1].split()[0])
+    assert gain < 0 and "bucket_cap_mb_list=[" in wins[1]
+    ties = optimal_lines(KINETO / "mlp_default.json.gz")
+    assert ties[0].strip() == "no better than the best bucket_cap_mb: nothing more to set"
+    assert "bucket_cap_mb_list" not in ties[1]

@@ -228,9 +228,14 @@ def compare_advice(rows, framework: str = "") -> list[str]:
     if optimal is not None and optimal.plan.settings.get("framework"):
         lines.append(f"  Optimal plan, per-bucket caps (torch >= 2.13): "
                      f"{_ms(optimal.plan.timeline.iteration_ms)} ms")
-        if ddp is not None:
-            lines.append("    vs best bucket_cap_mb: " + _gain(optimal.plan, ddp.plan, mape))
-        lines.append(f"    {optimal.plan.settings['text']}")
+        gain = None if ddp is None else \
+            ddp.plan.timeline.iteration_ms - optimal.plan.timeline.iteration_ms
+        if gain is not None and gain < 0.0005:  # nothing a per-bucket list would buy
+            lines.append("    no better than the best bucket_cap_mb: nothing more to set")
+        else:
+            if ddp is not None:
+                lines.append("    vs best bucket_cap_mb: " + _gain(optimal.plan, ddp.plan, mape))
+            lines.append(f"    {optimal.plan.settings['text']}")
     if len(lines) == 1:
         lines.append("  no framework setting reproduces these plans")
     return lines + _verdict(strategies, run, native, mape, error, best, default)

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional
 
-from ..model import Collective, CollectiveKind, Trace
+from ..model import Collective, CollectiveKind, EdgeKind, Link, Trace
 from .readiness import Readiness
 
-__all__ = ["ObservedBucket", "ObservedRun", "observed_run", "measured_allreduces"]
+__all__ = ["ObservedBucket", "ObservedRun", "observed_run", "measured_allreduces",
+           "with_carried_by"]
 
 _SLACK_MS = 1e-6
 
@@ -137,3 +138,17 @@ def measured_allreduces(trace: Trace) -> tuple[list[tuple[int, float]], Optional
     world = trace.step.world_size if trace.step is not None else None
     count = ranks.pop() if len(ranks) == 1 else world
     return points, count, trace.meta.backend
+
+
+def with_carried_by(trace: Trace) -> Trace:
+    """``trace`` with a ``carried_by`` link from each gradient to the collective that
+    reduced it in the run, as :func:`observed_run` matches them (only matched buckets: a
+    gradient no collective could be matched to has none)."""
+    if not any(c.purpose == "gradients" for c in trace.collectives()):
+        return trace
+    from .readiness import readiness
+
+    ready = readiness(trace)
+    run = observed_run(trace, ready)
+    return trace.with_links(Link(ready.gradients[i].tensor_id, b.collective.id, EdgeKind.CARRIED_BY)
+                            for b in run.buckets if b.members for i in b.members)

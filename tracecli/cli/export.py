@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ..analysis.observed import with_carried_by
 from ..errors import TraceCliError
 from ..results import ExportResult, RunExportResult
 from .group import cli
@@ -35,4 +36,4 @@ def export(ctx, trace, fmt, sizes, step, to, **kw):
                                 "--chrome-trace draws one trace's plan)")
         emit(RunExportResult(load_run(path, fmt, sizes, step)), output)
         return
-    emit(ExportResult(load_trace(path, fmt, sizes, step), to), output)
+    emit(ExportResult(with_carried_by(load_trace(path, fmt, sizes, step)), to), output)

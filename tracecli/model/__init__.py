@@ -10,7 +10,11 @@ Op, tensor and collective nodes, each carrying its typed record (:class:`Op`,
 - ``BACKWARD_OF``: backward op -> the forward op it differentiates;
 - ``HANDOFF``, ``ALLREDUCE``, ``UPDATE``: the inferred chain of an op list,
   parameter -> all-reduce input -> all-reduce output -> update op;
-- ``LAUNCH``: the op that issued a collective -> that collective (profiler traces).
+- ``LAUNCH``: the op that issued a collective -> that collective (profiler traces);
+- ``CARRIED_BY``: gradient -> the collective that reduced it in the run (the as-run match,
+  :func:`tracecli.analysis.observed.with_carried_by`);
+- ``NEXT``: op -> the next op of the step on its host thread; collective -> the next
+  collective on its stream (``Collective.lane``).
 
 A backward op that both reads a forward array and produces its gradient gives a 2-cycle,
 so the whole graph is not a DAG; its forward part is (the Chainer parser checks that).

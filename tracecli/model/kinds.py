@@ -144,6 +144,8 @@ class EdgeKind(str, enum.Enum):
     ALLREDUCE = "allreduce"
     UPDATE = "update"
     LAUNCH = "launch"  # op -> the collective it issued
+    CARRIED_BY = "carried_by"  # gradient -> the collective that reduced it (as run)
+    NEXT = "next"  # op -> the next op on its thread; collective -> the next on its stream
 
 
 BACKWARD_KINDS = frozenset({OpKind.BACKWARD, OpKind.GRADIENT})

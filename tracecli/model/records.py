@@ -107,6 +107,7 @@ class Collective(NamedTuple):
     purpose: str
     group_size: Optional[int] = None
     op: Optional[str] = None
+    lane: Optional[str] = None  # where it ran: its GPU stream (or gloo's worker thread)
 
 
 class StepInfo(NamedTuple):

@@ -115,9 +115,14 @@ class Trace:
             if pair not in seen and not self._op_edge(*pair):
                 seen.add(pair)
                 yield link.source, link.target, {"kind": link.kind}
+        last_on: dict[str, str] = {}
         for c in self._collectives:
             if c.op is not None and c.op in self._op_by_id:
                 yield c.op, c.id, {"kind": EdgeKind.LAUNCH}
+            if c.lane is not None:  # launch order is run order on one stream
+                if c.lane in last_on:
+                    yield last_on[c.lane], c.id, {"kind": EdgeKind.NEXT}
+                last_on[c.lane] = c.id
 
     def _op_edge(self, u: str, v: str) -> bool:
         """Whether an op's record already implies the edge ``u -> v``."""
@@ -140,6 +145,12 @@ class Trace:
     def collectives(self) -> list[Collective]:
         """Collectives the traced run executed (profiler traces), in launch order."""
         return self._collectives
+
+    def with_links(self, links: Iterable[Link]) -> "Trace":
+        """This trace with more inferred links (e.g. the as-run match's ``carried_by``)."""
+        return Trace(self.path, self.format, self._ops, self._tensors,
+                     self._links + list(links), self.meta, self.abilities,
+                     self._collectives, self.step)
 
     def with_collectives(self, collectives: Sequence[Collective], note: Optional[str] = None) -> "Trace":
         """This trace with other collective times (e.g. a run's transfer times), and a note."""

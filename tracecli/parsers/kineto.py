@@ -26,7 +26,7 @@ from typing import Any, Optional, Sequence
 
 from ..errors import SizesError, TraceFormatError
 from ..model import (
-    DTYPE_BYTES, Abilities, ComputeSource, Op, OpKind,
+    DTYPE_BYTES, Abilities, ComputeSource, EdgeKind, Link, Op, OpKind,
     ReadinessMethod, StepInfo, Tensor, TensorKind, Trace, TraceMeta, VariableOrder,
 )
 from .kineto_collectives import collectives, launched_by, launches, pair_runs
@@ -331,4 +331,18 @@ def build(path: str, ev: KinetoEvents, step_wanted: Optional[int] = None,
                           sizes_hint=f"{len(unrecorded)} of {len(tensors)} gradients have "
                           f"no recorded shape: {_UNDEFINED}" if unrecorded else SIZES_HINT,
                           framework="pytorch")
-    return Trace.build(path, FORMAT, ops, tensors, (), meta, abilities, ran, info)
+    return Trace.build(path, FORMAT, ops, tensors, _thread_order(ops, where), meta, abilities,
+                       ran, info)
+
+
+def _thread_order(ops: list[Op], where: dict) -> list[Link]:
+    """``next`` links: each op to the next op of the step on the same thread."""
+    position = {op.id: op.position for op in ops}
+    lanes: dict[int, list[str]] = defaultdict(list)
+    for (thread, _), op_id in where.items():
+        lanes[thread].append(op_id)
+    links = []
+    for lane in lanes.values():
+        lane.sort(key=position.__getitem__)
+        links.extend(Link(a, b, EdgeKind.NEXT) for a, b in zip(lane, lane[1:]))
+    return links

@@ -250,7 +250,8 @@ def collectives(launches: list[Launch], steps: list[Step], threads) -> list[Coll
         result.append(Collective(
             f"c{len(result)}", l.kind, step.index, l.elements, l.dtype, nbytes,
             rel(l.event.ts), rel(l.run.ts if l.run else None), rel(l.run.end if l.run else None),
-            purpose(l, windows[id(step)], k not in during), l.group_size))
+            purpose(l, windows[id(step)], k not in during), l.group_size,
+            lane=None if l.run is None else str(l.run.tid)))
     return result
 
 

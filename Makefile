@@ -8,8 +8,9 @@ BIN = $(VENV)/bin
 # TORCH_INDEX when given, e.g. PyTorch's CPU wheel index), then the extra, which keeps it.
 TORCH ?= torch==2.13.0
 TORCH_INDEX ?=
-# The frameworks whose bucketing the tests run side by side with tracecli's (CPU-only).
-FRAMEWORKS ?= megatron-core==0.16.1
+# The frameworks whose bucketing the tests run side by side with tracecli's (CPU-only;
+# DeepSpeed is a source package: built against the torch above, without its CUDA ops).
+FRAMEWORKS ?= megatron-core==0.16.1 deepspeed==0.19.8
 
 .PHONY: demo test bench clean
 
@@ -17,7 +18,7 @@ $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) $(TORCH)
 	$(BIN)/python -m pip install -q -e '.[replay,test]'
-	$(BIN)/python -m pip install -q $(FRAMEWORKS)
+	DS_BUILD_OPS=0 $(BIN)/python -m pip install -q --no-build-isolation $(FRAMEWORKS)
 	touch $@
 
 demo: $(BIN)/.installed

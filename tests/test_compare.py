@@ -15,7 +15,7 @@ SIZES = [4 * MiB, 8 * MiB, 30 * MiB, 2 * MiB, 512 * 1024, 64 * 1024]
 INPUT = PlanInput(tuple(Grad(f"g{i}", n, "float32", n // 4, 1.0 + i, i) for i, n in enumerate(SIZES)),
                   2.0, 8.0)
 TUNED = {"ddp tuned": "ddp", "horovod tuned": "horovod", "tf-spec tuned": "tf-spec",
-         "megatron tuned": "megatron"}
+         "megatron tuned": "megatron", "deepspeed tuned": "deepspeed"}
 
 
 def by_label(rows):
@@ -33,11 +33,13 @@ def test_rows_best_first_with_every_strategy_and_each_framework_tuned():
     assert set(labels) == set(predicted()) | set(TUNED)  # defaults given: no "default" rows
     assert rows == sorted(rows, key=order_key)
     assert [round(r.plan.timeline.iteration_ms, 4) for r in rows] == [
-        31.2545, 31.2545, 31.2545, 31.6045, 31.6045, 32.3045, 32.3045, 32.4045, 32.9045, 33.3045,
-        35.5545, 35.5545]
+        31.2545, 31.2545, 31.2545, 31.6045, 31.6045, 32.3045, 32.3045, 32.4045, 32.9045, 33.2545,
+        33.3045, 35.5545, 35.5545, 35.5545]
     plans = by_label(rows)
     # Megatron out of the box: one bucket per buffer after backward, as "single"
     assert plans["megatron"].timeline.iteration_ms == plans["single"].timeline.iteration_ms
+    # DeepSpeed ZeRO-2 out of the box: one 5e8-element bucket, reduced without overlap_comm
+    assert plans["deepspeed"].timeline.iteration_ms == plans["single"].timeline.iteration_ms
     for name in predicted():
         assert plans[name].strategy == name and plans[name].options.max_bytes is None
     for label, strategy in TUNED.items():

@@ -35,6 +35,8 @@ def test_the_knob_table_is_the_options_record_the_cli_and_the_plan_file():
                      "megatron_bucket_size", "megatron_overlap_grad_reduce",
                      "megatron_distributed_optimizer", "megatron_grad_reduce_in_fp32",
                      "megatron_pad_buckets_for_high_nccl_busbw", "megatron_expert_dp",
+                     "deepspeed_stage", "deepspeed_reduce_bucket_size", "deepspeed_overlap_comm",
+                     "deepspeed_no_reduce_scatter", "deepspeed_communication_data_type",
                      "sparse_as_dense"]
     assert [f.name for f in dataclasses.fields(StrategyOptions)] == names
     assert StrategyOptions() == StrategyOptions(**{k.name: k.default for k in KNOBS})
@@ -98,7 +100,8 @@ def test_compare_rows_are_the_registrys():
                 + [f"{s.name} default" for s in specs
                    if s.defaults is not None and not s.is_default(options)])
     assert sorted(rows) == sorted(expected)
-    assert {s.name for s in specs if s.tuning} == {"ddp", "horovod", "tf-spec", "megatron"}
+    assert {s.name for s in specs if s.tuning} == {"ddp", "horovod", "tf-spec", "megatron",
+                                                             "deepspeed"}
     for spec in specs:
         if spec.tuning is None:
             continue
@@ -110,6 +113,7 @@ def test_compare_rows_are_the_registrys():
         if spec.defaults is not None and not spec.is_default(options):
             assert is_default(rows[f"{spec.name} default"]) and not is_default(rows[spec.name])
     assert is_default(rows["megatron"])  # --max-bytes and --cycle-ms are not Megatron's knobs
+    assert is_default(rows["deepspeed"])
 
 
 def _pairs(grads, options, cost) -> Grouping:

@@ -26,7 +26,7 @@ from ..optimal import SPEC as _optimal
 from ..spec import StrategySpec, knob_table, options_type
 from . import ddp as _ddp, horovod as _horovod, observed as _observed, simple as _simple
 from . import tf_spec as _tf_spec
-from . import megatron as _megatron
+from . import deepspeed as _deepspeed, megatron as _megatron
 from .ddp import ddp, ddp_buckets, ddp_limits
 from .horovod import horovod, horovod_fuse
 from .simple import per_tensor, single, size_greedy
@@ -48,6 +48,7 @@ STRATEGIES: dict[str, StrategySpec] = {spec.name: spec for spec in (
     _horovod.SPEC,
     _tf_spec.SPEC,
     _megatron.SPEC,
+    _deepspeed.SPEC,
     _optimal,
     _observed.OBSERVED,
 )}

@@ -116,6 +116,9 @@ def observed_run(trace: Trace, ready: Readiness) -> ObservedRun:
             "step (find_unused_parameters=True, frozen parameters) or a comm hook changes "
             "its size")
         buckets.append(ObservedBucket(c, None, "no run of ready gradients adds up to it"))
+    if by_sizes and not failed and collectives and len(assigned) < len(grads):
+        _after_backward(trace, step, collectives[-1].launch_ms, grads, ready_at, queues, fronts,
+                        assigned, buckets)
     unassigned = tuple(i for i in range(len(grads)) if i not in assigned)
     if not collectives:
         problems.append("the traced step has no gradient all-reduce")
@@ -138,6 +141,29 @@ def measured_allreduces(trace: Trace) -> tuple[list[tuple[int, float]], Optional
     world = trace.step.world_size if trace.step is not None else None
     count = ranks.pop() if len(ranks) == 1 else world
     return points, count, trace.meta.backend
+
+
+def _after_backward(trace, step, last_launch, grads, ready_at, queues, fronts, assigned,
+                    buckets) -> None:
+    """All-reduces launched after the step's last gradient all-reduce, outside backward
+    (DeepSpeed's epilogue flush): a gradient bucket where, and only where, its elements are
+    exactly those of the next ready gradients of its dtype; any other is left as it is."""
+    for c in trace.collectives():
+        if c.step != step or c.purpose == "gradients" or c.elements is None \
+                or c.kind is not CollectiveKind.ALL_REDUCE or c.launch_ms < last_launch:
+            continue
+        queue, front = queues.get(c.dtype, []), fronts.get(c.dtype, 0)
+        total, stop = 0, front
+        while stop < len(queue) and total < c.elements and ready_at[queue[stop]] <= c.launch_ms + _SLACK_MS:
+            total += grads[queue[stop]].elements
+            stop += 1
+        if total == c.elements and stop > front:
+            members = tuple(queue[front:stop])
+            fronts[c.dtype] = stop
+            assigned.update(members)
+            buckets.append(ObservedBucket(c._replace(purpose="gradients"), members,
+                                          "launched after backward (a flush at its end); its "
+                                          "elements are exactly the next ready gradients'"))
 
 
 def with_carried_by(trace: Trace) -> Trace:

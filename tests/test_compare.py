@@ -33,7 +33,7 @@ def test_rows_best_first_with_every_strategy_and_each_framework_tuned():
     assert set(labels) == set(predicted()) | set(TUNED)  # defaults given: no "default" rows
     assert rows == sorted(rows, key=order_key)
     assert [round(r.plan.timeline.iteration_ms, 4) for r in rows] == [
-        31.2545, 31.2545, 31.2545, 31.6045, 31.6045, 32.3045, 32.3045, 32.4045, 32.9045, 33.2545,
+        31.2545, 31.2545, 31.2545, 31.6045, 31.6045, 32.3045, 32.3045, 32.4045, 32.6045, 32.9045,
         33.3045, 35.5545, 35.5545, 35.5545]
     plans = by_label(rows)
     # Megatron out of the box: one bucket per buffer after backward, as "single"

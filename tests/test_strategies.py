@@ -212,3 +212,16 @@ def test_registry_names():
                                 "observed"]
     assert all(spec.name == name for name, spec in STRATEGIES.items())
     assert [name for name, spec in STRATEGIES.items() if spec.from_run] == ["observed"]
+
+
+def test_deepspeed_costs_an_oversize_parameter_as_one_bucket_and_says_so():
+    from tracecli.planning.strategies.deepspeed import deepspeed
+
+    grads = [Grad(f"g{i}", 4 * n, "float32", n, float(i), 3 - i) for i, n in enumerate([10, 90, 10, 0])]
+    opts = StrategyOptions(deepspeed_reduce_bucket_size=20, deepspeed_overlap_comm="true")
+    from tracecli.costs import resolve_cost_model
+
+    grouping = deepspeed(grads, opts, resolve_cost_model(4, "25gbe"))
+    # g1 (90 elements) passes 20 alone; on 4 ranks its partitions cut it into pieces
+    assert grouping.buckets == [(0,), (1,), (2, 3)]  # the empty g3 rides with the last flush
+    assert any("past reduce_bucket_size" in n for n in grouping.notes)

@@ -180,18 +180,42 @@ def deepspeed(grads: Sequence[Grad], opts, cost=None) -> Grouping:
     buckets, not_before, kinds, messages = [], [], [], []
     for f in flushes:
         at = end if f.flushed_by is None or not overlap else grads[f.flushed_by].ready_ms
-        for sent in f.sends:  # a parameter past the size may take several all-reduces
-            buckets.append(tuple(sorted(f.members)))
-            not_before.append(max(at, max(grads[i].ready_ms for i in f.members)))
-            kinds.append(f.collective)
-            messages.append((sent * DTYPE_BYTES.get(f.dtype, 4), f.dtype))
-    same = all(len(f.sends) == 1 for f in flushes) and all(
-        m == (sum(grads[i].nbytes for i in b), grads[b[0]].dtype)
-        for b, m in zip(buckets, messages))
-    notes = () if all(g.order_known for g in grads) or not (stage == 1 and not overlap) else (
-        "some gradients have no known place in the model's parameter order: stage 1 without "
-        "overlap_comm walks that order; readiness order taken instead",)
-    return Grouping(buckets, not_before, kinds, None if same else messages, notes)
+        buckets.append(sorted(f.members))
+        not_before.append(max(at, max(grads[i].ready_ms for i in f.members)))
+        kinds.append(f.collective)
+        messages.append((sum(f.sends) * DTYPE_BYTES.get(f.dtype, 4), f.dtype))
+    _attach_empty(grads, flushes, buckets, not_before, kinds, messages, end)
+    buckets = [tuple(b) for b in buckets]
+    same = all(m == (sum(grads[i].nbytes for i in b), grads[b[0]].dtype)
+               for b, m in zip(buckets, messages))
+    notes = []
+    split = [len(f.sends) for f in flushes if len(f.sends) > 1]
+    if split:
+        notes.append(f"{len(split)} parameter(s) past reduce_bucket_size: DeepSpeed sends each as "
+                     f"{'/'.join(map(str, split))} all-reduces (its ZeRO partitions' pieces); "
+                     "costed as one, short of their extra latencies")
+    if not all(g.order_known for g in grads) and stage == 1 and not overlap:
+        notes.append("some gradients have no known place in the model's parameter order: stage 1 "
+                     "without overlap_comm walks that order; readiness order taken instead")
+    return Grouping(buckets, not_before, kinds, None if same else messages, tuple(notes))
+
+
+def _attach_empty(grads, flushes, buckets, not_before, kinds, messages, end) -> None:
+    """Parameters with no elements, which stages 1-2 skip (they send nothing), go with the
+    first bucket launched once they are ready, so every gradient has a bucket; a model of
+    nothing but empty parameters gets one bucket of nothing (DeepSpeed sends none)."""
+    placed = {i for f in flushes for i in f.members}
+    for i, g in enumerate(grads):
+        if i in placed:
+            continue
+        k = next((k for k, t in enumerate(not_before) if t >= g.ready_ms), None)
+        if k is None:
+            buckets.append([])
+            not_before.append(end)
+            kinds.append(CollectiveKind.ALL_REDUCE)
+            messages.append((0, g.dtype))
+            k = len(buckets) - 1
+        buckets[k] = sorted(buckets[k] + [i])
 
 
 def deepspeed_settings(plan) -> dict[str, Any]:

@@ -63,3 +63,15 @@ def test_cached_per_size_and_cheap():
     m = NcclModel.for_platform("dgx-h100", 128)
     first = m.time_ms(K.ALL_REDUCE, 25 << 20)
     assert m.time_ms(K.ALL_REDUCE, 25 << 20) == first and (K.ALL_REDUCE, 25 << 20) in m._cache
+
+
+def test_a_model_on_another_node_count_is_that_topology_s_model():
+    """The graphs NCCL's search picks depend on the nodes (NVLS on one node, NVLS_TREE over
+    the network): ``on()`` estimates them again, and says the NVLS graph in its JSON."""
+    eight = NcclModel.for_platform("dgx-h100", 8, "2.30.7")
+    one = NcclModel.for_platform("dgx-h100", 1, "2.30.7")
+    for n in (8, 1 << 20, 1 << 30):
+        assert eight.on(8).choice(K.ALL_REDUCE, n) == one.choice(K.ALL_REDUCE, n)
+        assert one.on(64).choice(K.ALL_REDUCE, n) == eight.choice(K.ALL_REDUCE, n)
+    assert one.describe()["graph"]["nvls"] is not None
+    assert NcclModel.for_platform("dgx-a100", 1, "2.30.7").describe()["graph"]["nvls"] is None

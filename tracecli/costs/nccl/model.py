@@ -41,6 +41,7 @@ from .versions import DEFAULT_VERSION, constants_for
 __all__ = ["NcclModel", "LINE_FROM", "LINE_TO", "FUNC_OF"]
 
 LINE_FROM, LINE_TO = 1 << 20, 256 << 20
+ESTIMATED = "estimated from NCCL's search rules"
 FUNC_OF = {CollectiveKind.ALL_REDUCE: "AllReduce", CollectiveKind.ALL_GATHER: "AllGather",
            CollectiveKind.REDUCE_SCATTER: "ReduceScatter", CollectiveKind.BROADCAST: "Broadcast"}
 
@@ -58,7 +59,7 @@ class NcclModel:
     cpu: str = "intel"
     name: str = "nccl"
     source: str = ""
-    graph_source: str = "estimated from NCCL's search rules"
+    graph_source: str = ESTIMATED
     tree_pattern_tree: bool = False
     device: str = ""
     intra: str = ""  # "nvswitch" or "pcie"
@@ -168,8 +169,13 @@ class NcclModel:
                 "device": self.device, "intra": self.intra, "nic_gbps": self.nic_gbps,
                 "nics": self.nics, "nccl_version": self.version,
                 "constants": constants_for(self.version).tag,
-                "graph": {"ring": dict(self.ring.__dict__), "tree": dict(self.tree.__dict__),
-                          "source": self.graph_source}}
+                "graph": self._graphs()}
+
+    def _graphs(self) -> dict[str, Any]:
+        """Ring, tree and NVLS graphs (``nvls`` null where NCCL would not enable it)."""
+        return {"ring": dict(self.ring.__dict__), "tree": dict(self.tree.__dict__),
+                "nvls": None if self.nvls is None else dict(self.nvls.__dict__),
+                "source": self.graph_source}
 
     def summary(self) -> str:
         """One line: what the model is and where its figures come from."""
@@ -189,7 +195,18 @@ class NcclModel:
         topo = Topology(1, gpus) if gpus < g else Topology(max(1, gpus // g), g)
         if gpus >= g and gpus % g:
             raise PlanError(None, None, f"{gpus} GPUs do not fill nodes of {g}; pass a multiple of {g}")
-        return replace(self, topology=topo, _cache={})
+        # the graphs NCCL's search picks (ring, tree, NVLS) depend on the node count
+        platform = self.name.removeprefix("nccl:")
+        if self.graph_source == ESTIMATED and platform in PLATFORMS:
+            return replace(NcclModel.for_platform(platform, topo.nodes, self.version),
+                           topology=topo, cpu=self.cpu)
+        network = topo.nodes == 1 or (self.nic_gbps and self.nics)
+        if self.graph_source == ESTIMATED and self.device in GPUS and network:
+            m = NcclModel.for_topology(self.device, topo.nodes, topo.gpus_per_node,
+                                       self.intra != "pcie", self.nic_gbps or 0.0, self.nics or 0,
+                                       self.version)
+            return replace(m, name=self.name, cpu=self.cpu, nic_gbps=self.nic_gbps, nics=self.nics)
+        return replace(self, topology=topo, _cache={})  # a log's graph: as NCCL printed it
 
     def describe(self) -> dict[str, Any]:
         sizes = [1 << k for k in range(3, 35, 2)]
@@ -198,8 +215,7 @@ class NcclModel:
                 "nodes": self.topology.nodes, "gpus_per_node": self.topology.gpus_per_node,
                 "device": self.device, "intra": self.intra, "nic_gbps": self.nic_gbps,
                 "nics": self.nics,
-                "graph": {"ring": self.ring.__dict__, "tree": self.tree.__dict__,
-                          "source": self.graph_source},
+                "graph": self._graphs(),
                 "linear": f"secant of NCCL's curve between {LINE_FROM} and {LINE_TO} bytes",
                 "algorithm": {k.value: [[n, *self.choice(k, n)[:2]] for n in sizes]
                               for k in FUNC_OF},

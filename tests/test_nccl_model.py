@@ -9,7 +9,7 @@ from tracecli.costs.nccl.model import NcclModel
 from tracecli.costs.nccl.nccl_tests import read_nccl_tests
 from tracecli.costs.nccl.tuning import best, tune
 from tracecli.costs.nccl.versions import constants_for
-from tracecli.errors import PlanError
+from tracecli.errors import CostModelError
 from tracecli.model import CollectiveKind as K
 
 from test_nccl_tuning import RTX
@@ -33,11 +33,11 @@ def test_protocol_and_choices():
 
 
 def test_impossible_topologies():
-    with pytest.raises(PlanError, match="need a network"):
+    with pytest.raises(CostModelError, match="need a network"):
         NcclModel.for_topology("h100", 2, 8, True, nic_gbps=0, nics=0)
-    with pytest.raises(PlanError, match="do not fill nodes"):
+    with pytest.raises(CostModelError, match="do not fill nodes"):
         NcclModel.for_platform("dgx-h100", 2).on(10)
-    with pytest.raises(PlanError, match="not modelled"):
+    with pytest.raises(CostModelError, match="not modelled"):
         NcclModel.for_topology("h100", 1, 8, True, 0, 0, version="2.18.3")
 
 

@@ -3,12 +3,17 @@ r"""Errors a user can cause, each rendered as one ``path:line: message`` line.
 The library raises these and never prints; the CLI turns every
 :class:`TraceCliError` into one line on stderr and exit status 2.
 
->>> str(TraceFormatError("trace.txt", 3, "expected 'forward' or 'backward'"))
+The message comes first; where it applies, the file and line are keywords:
+
+>>> str(TraceFormatError("expected 'forward' or 'backward'", path="trace.txt", line=3))
 "trace.txt:3: expected 'forward' or 'backward'"
->>> str(PlanError(None, None, "no gradients to plan"))
+>>> str(PlanError("no gradients to plan"))
 'no gradients to plan'
->>> print(ReplayError(None, None, "rank 1 failed: line one\nline two"))
+>>> print(ReplayError("rank 1 failed: line one\nline two"))
 rank 1 failed: line one\nline two
+>>> import pickle; e = pickle.loads(pickle.dumps(SizesError("bad", path="s.json", line=2)))
+>>> type(e).__name__, str(e)
+('SizesError', 's.json:2: bad')
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ __all__ = [
     "ReplayError",
     "SessionError",
     "OutputError",
+    "CostModelError",
     "excerpt",
 ]
 
@@ -33,11 +39,15 @@ __all__ = [
 class TraceCliError(Exception):
     """Base of every error the user can fix; ``str()`` is ``path:line: message``."""
 
-    def __init__(self, path: Optional[str], line: Optional[int], message: str):
+    def __init__(self, message: str, *, path: Optional[str] = None, line: Optional[int] = None):
         super().__init__(message)
         self.path = None if path is None else str(path)
         self.line = line
         self.message = message
+
+    def __reduce__(self):
+        """Pickles with its path and line (a rank's error crosses to the launcher)."""
+        return _rebuild, (type(self), self.message, self.path, self.line)
 
     def __str__(self) -> str:
         """``path:line: message`` on one line (newlines in any part are escaped)."""
@@ -82,6 +92,14 @@ class SessionError(TraceCliError):
 
 class OutputError(TraceCliError):
     """An output file cannot or may not be written."""
+
+
+class CostModelError(TraceCliError):
+    """A cost model cannot answer for the topology, collective or figures given."""
+
+
+def _rebuild(cls: type, message: str, path: Optional[str], line: Optional[int]) -> TraceCliError:
+    return cls(message, path=path, line=line)
 
 
 def excerpt(text: str, limit: int = 60) -> str:

@@ -20,7 +20,7 @@ import os
 import stat
 import sys
 import zlib
-from typing import BinaryIO, Callable, Optional
+from typing import BinaryIO, Optional
 
 from .errors import TraceCliError
 from .units import format_size
@@ -30,7 +30,7 @@ __all__ = ["Input", "open_input", "read_limited", "GZIP_MAGIC", "CHUNK"]
 GZIP_MAGIC = b"\x1f\x8b"
 CHUNK = 1 << 20
 
-ErrorType = Callable[[Optional[str], Optional[int], str], TraceCliError]
+ErrorType = type[TraceCliError]  # called as error(message, path=..., line=...)
 
 
 def _open_raw(path: str, error: ErrorType) -> BinaryIO:
@@ -40,11 +40,11 @@ def _open_raw(path: str, error: ErrorType) -> BinaryIO:
     try:
         info = os.stat(path)
     except FileNotFoundError:
-        raise error(path, None, "no such file") from None
+        raise error("no such file", path=path) from None
     except OSError as exc:
-        raise error(path, None, f"cannot read: {exc.strerror}") from None
+        raise error(f"cannot read: {exc.strerror}", path=path) from None
     if stat.S_ISDIR(info.st_mode):
-        raise error(path, None, "is a directory; pass a file")
+        raise error("is a directory; pass a file", path=path)
     try:
         if stat.S_ISFIFO(info.st_mode):
             # O_NONBLOCK: open returns at once even with no writer; reads then block as
@@ -54,7 +54,7 @@ def _open_raw(path: str, error: ErrorType) -> BinaryIO:
             return os.fdopen(fd, "rb")
         return open(path, "rb")
     except OSError as exc:
-        raise error(path, None, f"cannot read: {exc.strerror}") from None
+        raise error(f"cannot read: {exc.strerror}", path=path) from None
 
 
 def read_limited(stream: BinaryIO, path: str, limit: int, error: ErrorType, what: str,
@@ -68,12 +68,12 @@ def read_limited(stream: BinaryIO, path: str, limit: int, error: ErrorType, what
         try:
             chunk = stream.read(min(CHUNK, limit + 1 - total))
         except (OSError, EOFError, zlib.error) as exc:
-            raise error(path, None, f"cannot read {what}: {_reason(exc)}") from None
+            raise error(f"cannot read {what}: {_reason(exc)}", path=path) from None
         if not chunk:
             break
         if not binary_ok and total == 0 and b"\0" in chunk:
             line = chunk.count(b"\n", 0, chunk.index(b"\0")) + 1
-            raise error(path, line, f"binary data, not a {what}")
+            raise error(f"binary data, not a {what}", path=path, line=line)
         if max_line is not None:
             last = chunk.rfind(b"\n")
             if last < 0:
@@ -89,13 +89,13 @@ def read_limited(stream: BinaryIO, path: str, limit: int, error: ErrorType, what
                     since_newline = longest
             if since_newline > max_line:
                 line = sum(p.count(b"\n") for p in parts) + 1
-                raise error(path, line, f"a line of more than {format_size(max_line)} is in "
-                            f"this {what} (line {line} or after); it is no {what} line")
+                raise error(f"a line of more than {format_size(max_line)} is in "
+                            f"this {what} (line {line} or after); it is no {what} line", path=path, line=line)
         parts.append(chunk)
         total += len(chunk)
         if total > limit:
-            raise error(path, None, f"{what} is larger than the {format_size(limit)} this "
-                        "tool reads; is it the right file?")
+            raise error(f"{what} is larger than the {format_size(limit)} this "
+                        "tool reads; is it the right file?", path=path)
     return b"".join(parts)
 
 
@@ -176,7 +176,7 @@ class Input:
             try:
                 return s.read(size)
             except (OSError, EOFError, zlib.error) as exc:
-                raise self.error(self.path, None, f"cannot read {self.what}: {_reason(exc)}") from None
+                raise self.error(f"cannot read {self.what}: {_reason(exc)}", path=self.path) from None
 
     def read(self, binary_ok: bool = False, max_line: Optional[int] = None) -> bytes:
         """The whole content (decompressed), within the limit."""
@@ -186,8 +186,8 @@ class Input:
             except OSError:
                 size = 0
             if size > self.limit:
-                raise self.error(self.path, None, f"{self.what} is larger than the "
-                                 f"{format_size(self.limit)} this tool reads; is it the right file?")
+                raise self.error(f"{self.what} is larger than the "
+                                 f"{format_size(self.limit)} this tool reads; is it the right file?", path=self.path)
         with self.stream() as s:
             return read_limited(s, self.path, self.limit, self.error, self.what, binary_ok, max_line)
 

@@ -51,13 +51,13 @@ def read_json(path: str | Path, error: type[TraceCliError], what: str) -> Any:
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise error(path, data.count(b"\n", 0, exc.start) + 1, f"not UTF-8 text; a {what} is JSON") from None
+        raise error(f"not UTF-8 text; a {what} is JSON", path=path, line=data.count(b"\n", 0, exc.start) + 1) from None
     try:
         return strict_decoder().decode(text)
     except json.JSONDecodeError as exc:
-        raise error(path, exc.lineno, f"invalid JSON: {exc.msg}") from None
+        raise error(f"invalid JSON: {exc.msg}", path=path, line=exc.lineno) from None
     except RecursionError:
-        raise error(path, 1, "invalid JSON: nested too deeply") from None
+        raise error("invalid JSON: nested too deeply", path=path, line=1) from None
     except ValueError as exc:  # duplicate keys, NaN/Infinity, integers of 4,300+ digits
         message = str(exc)
         match = re.search(r"duplicate key '(.*)' in one object", message)
@@ -66,7 +66,7 @@ def read_json(path: str | Path, error: type[TraceCliError], what: str) -> Any:
             spots = [m.start() for m in re.finditer(re.escape(json.dumps(match.group(1))) + r"\s*:", text)]
             if len(spots) > 1:
                 line = text.count("\n", 0, spots[1]) + 1
-        raise error(path, line, f"invalid JSON: {message[:100]}") from None
+        raise error(f"invalid JSON: {message[:100]}", path=path, line=line) from None
 
 
 class StrictJSONError(ValueError):

@@ -31,7 +31,7 @@ def world_size(gpus: int) -> int:
         return gpus
     text = os.environ["WORLD_SIZE"]
     if not text.isdigit() or not 1 <= int(text) <= 1 << 20:
-        raise ReplayError(None, None, f"WORLD_SIZE={text[:20]!r} is not a rank count; torchrun "
+        raise ReplayError(f"WORLD_SIZE={text[:20]!r} is not a rank count; torchrun "
                           "sets it: run under torchrun or unset RANK, WORLD_SIZE, MASTER_ADDR")
     return int(text)
 
@@ -92,6 +92,6 @@ def verified_replay(job, launch, progress=None):
 
     report = run_replay(job, launch, progress)
     if report is not None and not report.verified:
-        raise ReplayError(None, None, "reduced buffers do not hold the expected sums; nothing "
+        raise ReplayError("reduced buffers do not hold the expected sums; nothing "
                           "written")
     return report

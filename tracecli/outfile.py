@@ -45,7 +45,7 @@ def atomic_write(path: str, data: bytes | Iterable[bytes]) -> None:
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
     except OSError as exc:
-        raise OutputError(path, None, f"cannot write: {exc.strerror}") from None
+        raise OutputError(f"cannot write: {exc.strerror}", path=path) from None
     try:
         with os.fdopen(fd, "wb") as f:
             if isinstance(data, bytes):
@@ -64,7 +64,7 @@ def atomic_write(path: str, data: bytes | Iterable[bytes]) -> None:
             os.unlink(tmp)
         except OSError:
             pass
-        raise OutputError(path, None, f"cannot write: {exc.strerror}; the file is unchanged") from None
+        raise OutputError(f"cannot write: {exc.strerror}; the file is unchanged", path=path) from None
 
 
 class Outputs:
@@ -80,21 +80,21 @@ class Outputs:
             return
         for other, taken in self.claimed.items():
             if taken == path == "-" or (path != "-" and taken != "-" and _same(taken, path)):
-                raise OutputError(path, None, f"{option} and {other} name the same file; give "
-                                  "each its own")
+                raise OutputError(f"{option} and {other} name the same file; give "
+                                  "each its own", path=path)
         if path != "-":
             for source in self.inputs:
                 if _same(source, path):
-                    raise OutputError(path, None, f"{option} names an input of this command; "
-                                      "write to another file")
+                    raise OutputError(f"{option} names an input of this command; "
+                                      "write to another file", path=path)
             if os.path.isdir(path):
-                raise OutputError(path, None, f"{option} is a directory; name a file")
+                raise OutputError(f"{option} is a directory; name a file", path=path)
             if (os.path.lexists(path)) and not self.force:
                 what = "is a symlink" if os.path.islink(path) else "exists"
-                raise OutputError(path, None, f"{what}; pass --force to replace it")
+                raise OutputError(f"{what}; pass --force to replace it", path=path)
             parent = os.path.dirname(os.path.abspath(path))
             if not os.path.isdir(parent):
-                raise OutputError(path, None, "its directory does not exist")
+                raise OutputError("its directory does not exist", path=path)
         self.claimed[option] = path
 
     def path(self, option: str) -> Optional[str]:

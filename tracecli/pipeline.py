@@ -16,7 +16,7 @@ from .parsers.op_times import load_op_times
 from .analysis.observed import ObservedRun, measured_allreduces, observed_run
 from .analysis.readiness import Readiness
 from .analysis.shapes import infer_shapes
-from .errors import CalibrationError, PlanError
+from .errors import CalibrationError, CostModelError, PlanError
 from .model import ComputeSource, Trace
 from .costs import DEFAULT_NETWORK, CostModel, fit_ring, fitted_model, monotone, read_profile
 from .costs import resolve_cost_model, trimmed_mean
@@ -120,7 +120,7 @@ def resolve_cost(trace: Optional[Trace], request: CostRequest,
                                request.nccl_tests, request.calibration)
     notices: list[str] = []
     if request.calibration is not None and request.network is not None:
-        raise PlanError(None, None, "pass --calibration or --network, not both")
+        raise PlanError("pass --calibration or --network, not both")
     profile = read_profile(request.calibration) if request.calibration else None
     gpus = request.gpus
     if gpus is None:
@@ -217,11 +217,11 @@ def as_run(trace: Trace, compute: ComputeRequest, cost: Union[CostModel, CostReq
     profile = _profile(trace, ready, compute)
     run = observed_run(trace, ready)
     if not run.buckets:
-        raise PlanError(trace.path, None, "no as-run plan: " + "; ".join(
-            run.problems or ("the trace records no gradient all-reduce",)))
+        raise PlanError("no as-run plan: " + "; ".join(
+            run.problems or ("the trace records no gradient all-reduce",)), path=trace.path)
     if any(b.collective.start_ms is None for b in run.buckets):
-        raise PlanError(trace.path, None, "the trace does not record when its all-reduces ran; "
-                        "profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]")
+        raise PlanError("the trace does not record when its all-reduces ran; "
+                        "profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]", path=trace.path)
     update = _update(compute, profile)
     if all(g.nbytes is not None for g in ready.gradients):
         inp = plan_input(trace, ready, profile, update)
@@ -247,8 +247,8 @@ def _bucket_level(trace: Trace, ready: Readiness, profile: ComputeProfile, run: 
     for k, b in enumerate(run.buckets):
         c = b.collective
         if c.nbytes is None or not b.members:
-            raise PlanError(trace.path, None, "the trace records neither gradient shapes nor "
-                            "all-reduce sizes; " + trace.abilities.sizes_hint)
+            raise PlanError("the trace records neither gradient shapes nor "
+                            "all-reduce sizes; " + trace.abilities.sizes_hint, path=trace.path)
         first, last = ready.gradients[b.members[0]], ready.gradients[b.members[-1]]
         at = max(times[min(ready.gradients[i].backward_position, len(times) - 1)] for i in b.members)
         label = f"bucket{k}({len(b.members)} grads: {first.name}..{last.name})"
@@ -288,7 +288,7 @@ def compare_trace(trace: Trace, options: StrategyOptions, compute: ComputeReques
         try:
             run = as_run(trace, compute, CostRequest(planned.cost.gpus) if isinstance(
                 cost, CostRequest) else planned.cost).plan
-        except PlanError as exc:
+        except (PlanError, CostModelError) as exc:
             planned = replace(planned, notices=planned.notices + (f"no as-run row: {exc.message}",))
     front = []
     if run is not None and all(b.members for b in run.buckets) and run.inp == planned.inp:
@@ -337,8 +337,8 @@ def replay_inputs(trace: Trace, strategy: str, compute: ComputeRequest, world: i
         return inputs(trace, compute)[2], None
     plan = as_run(trace, compute, CostRequest(world)).plan
     if not all(b.members for b in plan.buckets):
-        raise PlanError(trace.path, None, "the run's buckets are not all matched to its "
-                        "gradients (see plan-buckets --strategy observed); cannot replay them")
+        raise PlanError("the run's buckets are not all matched to its "
+                        "gradients (see plan-buckets --strategy observed); cannot replay them", path=trace.path)
     messages = run_messages(plan)
     return plan.inp, FixedPlan(tuple(b.members for b in plan.buckets), plan.strategy,
                                tuple(b.collective for b in plan.buckets),

@@ -17,7 +17,7 @@ from typing import Optional, Union
 
 from .analysis.observed import measured_allreduces
 from .costs import CostModel, fit_ring
-from .errors import CalibrationError, PlanError
+from .errors import CalibrationError, CostModelError, PlanError
 from .model import Trace
 from .pipeline import ComputeRequest, CostRequest, Planned, as_run, compare_trace, plan_trace
 from .planning import StrategyOptions
@@ -120,7 +120,7 @@ def compare_run(trace: Trace, report: RunReport, options: StrategyOptions,
             measured = as_run(trace, compute, planned.cost).plan
             if measured is not None:
                 rows.insert(0, CompareRow(MEASURED, measured))
-        except PlanError as exc:
+        except (PlanError, CostModelError) as exc:
             said.append(f"no as-measured row: {exc.message}")
     return replace(planned, rows=rows,
                    notices=_notices(said, planned, len(report.run.ranks) > 1))

@@ -203,14 +203,14 @@ class Session:
     def remembered_trace(self) -> RememberedTrace:
         """The remembered trace, checked against the file; changed: noticed and refreshed."""
         if self.trace is None:
-            raise SessionError(None, None, "no trace yet: run tracecli inspect TRACE, or pass TRACE")
+            raise SessionError("no trace yet: run tracecli inspect TRACE, or pass TRACE")
         t = self.trace
         if t.run is not None:
             try:
                 digest, size, mtime = run_fingerprint(t.run)
             except OSError:
-                raise SessionError(t.given, None, "the remembered run is gone; run tracecli "
-                                   "inspect RUN with the one to use, or pass it") from None
+                raise SessionError("the remembered run is gone; run tracecli "
+                                   "inspect RUN with the one to use, or pass it", path=t.given) from None
             if digest != t.sha256:
                 self.notices.append(f"{t.given} changed since it was remembered; reading it again"
                                     + ("; the remembered plan is stale and forgotten" if self.plan else ""))
@@ -221,8 +221,8 @@ class Session:
         try:
             info = os.stat(t.path)
         except OSError:
-            raise SessionError(t.given, None, "the remembered trace is gone; run tracecli "
-                               "inspect TRACE with the one to use, or pass TRACE") from None
+            raise SessionError("the remembered trace is gone; run tracecli "
+                               "inspect TRACE with the one to use, or pass TRACE", path=t.given) from None
         if info.st_size != t.size or info.st_mtime_ns != t.mtime_ns:
             digest = file_digest(t.path)
             if digest != t.sha256:

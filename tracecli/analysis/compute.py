@@ -108,8 +108,8 @@ def _resolve(times: OpTimes, trace: Trace, order: list[str]) -> tuple[dict[str, 
     ops_ms, layers_ms = {}, dict(times.layers)
     for key, value in times.ops.items():
         if key not in by_key:
-            raise CalibrationError(times.path, 1, f"names op {excerpt(key)}, which {trace.path} "
-                                   "does not have")
+            raise CalibrationError(f"names op {excerpt(key)}, which {trace.path} "
+                                   "does not have", path=times.path, line=1)
         ops_ms[by_key[key]] = value
     for key, value in times.names.items():
         if key in by_key:
@@ -117,12 +117,12 @@ def _resolve(times: OpTimes, trace: Trace, order: list[str]) -> tuple[dict[str, 
         elif key in layers:
             layers_ms[key] = value
         else:
-            raise CalibrationError(times.path, 1, f"names {excerpt(key)}, which is no op or layer "
-                                   f"of {trace.path}")
+            raise CalibrationError(f"names {excerpt(key)}, which is no op or layer "
+                                   f"of {trace.path}", path=times.path, line=1)
     unknown = set(layers_ms) - layers
     if unknown:
-        raise CalibrationError(times.path, 1, f"names layer {excerpt(sorted(unknown)[0])}, which "
-                               f"{trace.path} does not have")
+        raise CalibrationError(f"names layer {excerpt(sorted(unknown)[0])}, which "
+                               f"{trace.path} does not have", path=times.path, line=1)
     return ops_ms, layers_ms
 
 
@@ -136,10 +136,10 @@ def compute_profile(
 ) -> ComputeProfile:
     """Forward time and the duration of every backward op, from the best source at hand."""
     if device not in DEVICES:
-        raise PlanError(None, None, f"unknown device {device!r}; use one of " + ", ".join(DEVICES))
+        raise PlanError(f"unknown device {device!r}; use one of " + ", ".join(DEVICES))
     for value, flag in ((backward_ms, "--backward-ms"), (forward_ms, "--forward-ms")):
         if value is not None and (not math.isfinite(value) or value < 0):
-            raise PlanError(None, None, f"{flag} must be a non-negative number")
+            raise PlanError(f"{flag} must be a non-negative number")
     order = list(ready.backward_ops)
     dev = DEVICES[device]
     how = trace.abilities.compute
@@ -160,8 +160,8 @@ def compute_profile(
         source = "measured in the trace" + (f" ({step.label})" if step is not None else "")
     else:
         if backward_ms is None and op_times is None:
-            raise PlanError(trace.path, None, "an op list carries no timings; pass "
-                            "--backward-ms MS (your measured backward time) or --op-times FILE")
+            raise PlanError("an op list carries no timings; pass "
+                            "--backward-ms MS (your measured backward time) or --op-times FILE", path=trace.path)
         est = {op_id: 1.0 for op_id in order}
         fwd = None
         source = "backward ops share the backward time evenly (op list without timings)"

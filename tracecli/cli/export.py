@@ -31,7 +31,7 @@ def export(ctx, trace, fmt, sizes, step, to, **kw):
     output.claim(path, sizes)
     if to == "chrome":
         if run_paths(path) is None:
-            raise TraceCliError(None, None, "--to chrome writes a run's ranks on one timeline; "
+            raise TraceCliError("--to chrome writes a run's ranks on one timeline; "
                                 "pass the run's directory or rank files (plan-buckets "
                                 "--chrome-trace draws one trace's plan)")
         emit(RunExportResult(load_run(path, fmt, sizes, step)), output)

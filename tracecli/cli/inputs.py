@@ -35,7 +35,7 @@ def run_paths(trace) -> Optional[tuple[str, ...]]:
 def _no_trace_options(fmt, sizes, step, what: str) -> None:
     for name, value in (("--format", fmt), ("--sizes", sizes), ("--step", step)):
         if value is not None:
-            raise TraceCliError(None, None, f"{name} applies to one trace, not to a run; "
+            raise TraceCliError(f"{name} applies to one trace, not to a run; "
                                 f"{what}")
 
 

@@ -174,11 +174,11 @@ def checked_topology(topology: TopologyRequest, gpus: Optional[int]):
     """NCCL's model of ``topology`` on ``gpus`` ranks, and its notices; flags that describe
     no possible topology are a usage error saying why."""
     from ..costs.nccl.request import topology_model
-    from ..errors import PlanError
+    from ..errors import CostModelError
 
     try:
         return topology_model(topology, gpus)
-    except PlanError as exc:
+    except CostModelError as exc:
         raise click.UsageError(exc.message) from None
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from typing import Callable, NamedTuple, Optional
 
-from ..errors import PlanError
+from ..errors import CostModelError
 from ..model import CollectiveKind
 
 __all__ = ["KindCost", "KINDS", "kind_cost", "steps", "bus_bandwidth_gbps"]
@@ -54,7 +54,7 @@ def kind_cost(kind: CollectiveKind) -> KindCost:
     try:
         return KINDS[kind]
     except KeyError:
-        raise PlanError(None, None, f"no cost model for {getattr(kind, 'value', kind)} "
+        raise CostModelError(f"no cost model for {getattr(kind, 'value', kind)} "
                         "collectives; known: " + ", ".join(k.value for k in KINDS)) from None
 
 

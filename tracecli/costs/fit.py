@@ -54,10 +54,10 @@ class RingFit(NamedTuple):
 def fit_ring(points: Sequence[tuple[int, float]], ranks: int) -> RingFit:
     """Fit ``(bytes, ms)`` points measured on ``ranks`` ranks."""
     if ranks < 2:
-        raise CalibrationError(None, None, "calibration needs at least 2 ranks (--gpus 2)")
+        raise CalibrationError("calibration needs at least 2 ranks (--gpus 2)")
     pts = [(float(n), float(t)) for n, t in points if t > 0]
     if len({n for n, _ in pts}) < 2:
-        raise CalibrationError(None, None, "calibration needs timings at 2 or more sizes")
+        raise CalibrationError("calibration needs timings at 2 or more sizes")
     w = [1.0 / (t * t) for _, t in pts]
     s = sum(w)
     sx = sum(wi * n for wi, (n, _) in zip(w, pts))
@@ -69,7 +69,7 @@ def fit_ring(points: Sequence[tuple[int, float]], ranks: int) -> RingFit:
     if a < 0:  # latency cannot be negative: fit the slope through the origin
         a, b = 0.0, sxy / sxx
     if b <= 0:
-        raise CalibrationError(None, None, "all-reduce times do not grow with size; widen the "
+        raise CalibrationError("all-reduce times do not grow with size; widen the "
                                "size range (--max-size) or add iterations (--iters)")
     predicted = tuple(a + b * n for n, _ in pts)
     mean = sum(t for _, t in pts) / len(pts)

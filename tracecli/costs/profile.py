@@ -105,23 +105,23 @@ def read_profile(path: str | Path) -> CalibrationProfile:
     path = str(path)
     doc = read_json(path, CalibrationError, "calibration profile")
     if not isinstance(doc, dict) or doc.get("format") != CALIBRATION_FORMAT:
-        raise CalibrationError(path, 1, f"not a calibration profile (expected \"format\": "
-                               f"\"{CALIBRATION_FORMAT}\"); make one with tracecli calibrate --out")
+        raise CalibrationError(f"not a calibration profile (expected \"format\": "
+                               f"\"{CALIBRATION_FORMAT}\"); make one with tracecli calibrate --out", path=path, line=1)
     values = {}
     for key, low, high in (("alpha_us", 0.0, MAX_ALPHA_US), ("bandwidth_gbps", MIN_BANDWIDTH_GBPS,
                                                           MAX_BANDWIDTH_GBPS)):
         value = doc.get(key)
         if not finite_number(value) or not low <= value <= high:
-            raise CalibrationError(path, 1, f"{key} must be a number from {low:g} to {high:g}, "
-                                   f"not {str(value)[:40]}")
+            raise CalibrationError(f"{key} must be a number from {low:g} to {high:g}, "
+                                   f"not {str(value)[:40]}", path=path, line=1)
         values[key] = float(value)
     gpus = doc.get("gpus", 1)
     if isinstance(gpus, bool) or not isinstance(gpus, int) or not 1 <= gpus <= 1 << 20:
-        raise CalibrationError(path, 1, f"gpus must be a rank count from 1 to {1 << 20}, not "
-                               f"{str(gpus)[:40]}")
+        raise CalibrationError(f"gpus must be a rank count from 1 to {1 << 20}, not "
+                               f"{str(gpus)[:40]}", path=path, line=1)
     algorithm = doc.get("algorithm", "ring")
     if algorithm not in ("ring", "tree"):
-        raise CalibrationError(path, 1, f"algorithm must be ring or tree, not {str(algorithm)[:40]!r}")
+        raise CalibrationError(f"algorithm must be ring or tree, not {str(algorithm)[:40]!r}", path=path, line=1)
     fit = doc.get("fit") if isinstance(doc.get("fit"), dict) else {}
     r2 = fit.get("r2")
     return CalibrationProfile(str(doc.get("backend", "?"))[:40], str(doc.get("device", "?"))[:80],
@@ -133,14 +133,14 @@ def read_profile(path: str | Path) -> CalibrationProfile:
 def _points(path: str, raw) -> tuple[ProfilePoint, ...]:
     """A profile's measured sizes, checked, one per size (the last wins), ascending."""
     if not isinstance(raw, list) or len(raw) > MAX_POINTS:
-        raise CalibrationError(path, 1, "points must be a list of measured sizes")
+        raise CalibrationError("points must be a list of measured sizes", path=path, line=1)
     found: dict[int, ProfilePoint] = {}
     for k, p in enumerate(raw):
         if not isinstance(p, dict):
-            raise CalibrationError(path, 1, f"point {k} must be an object with bytes and median_ms")
+            raise CalibrationError(f"point {k} must be an object with bytes and median_ms", path=path, line=1)
         nbytes = p.get("bytes")
         if isinstance(nbytes, bool) or not isinstance(nbytes, int) or not 0 < nbytes <= 1 << 50:
-            raise CalibrationError(path, 1, f"point {k}: bytes must be a positive integer")
+            raise CalibrationError(f"point {k}: bytes must be a positive integer", path=path, line=1)
         mean = _ms(path, k, p.get("mean_ms", p.get("median_ms")))
         median = _ms(path, k, p["median_ms"]) if "median_ms" in p else mean
         queued = p.get("queued_mean_ms")
@@ -151,6 +151,6 @@ def _points(path: str, raw) -> tuple[ProfilePoint, ...]:
 
 def _ms(path: str, k: int, ms: Any) -> float:
     if not finite_number(ms) or not MIN_POINT_MS <= ms <= MAX_POINT_MS:
-        raise CalibrationError(path, 1, f"point {k}: its time must be a number of ms from "
-                               f"{MIN_POINT_MS:g} to 1e7")
+        raise CalibrationError(f"point {k}: its time must be a number of ms from "
+                               f"{MIN_POINT_MS:g} to 1e7", path=path, line=1)
     return float(ms)

@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from ..errors import PlanError
+from ..errors import CostModelError
 from .alphabeta import ALGORITHMS, DEFAULT_NETWORK, NETWORKS, AlphaBeta
 from .fit import RingFit
 from .measured import Measured
@@ -22,7 +22,7 @@ def preset_model(gpus: int, network: Optional[str] = None, algorithm: str = "rin
     """The line of a network preset (default: :data:`~.alphabeta.DEFAULT_NETWORK`)."""
     name = network or DEFAULT_NETWORK
     if name not in NETWORKS:
-        raise PlanError(None, None, f"unknown network {name!r}; use one of " + ", ".join(NETWORKS))
+        raise CostModelError(f"unknown network {name!r}; use one of " + ", ".join(NETWORKS))
     preset = NETWORKS[name]
     return AlphaBeta(name, preset.alpha_us, preset.bandwidth_gbps, gpus, algorithm, launch_us,
                      preset.source)
@@ -55,9 +55,9 @@ def fitted_model(name: str, fit: RingFit, gpus: int, source: str,
 
 def _check(gpus: int, algorithm: str) -> None:
     if gpus < 1:
-        raise PlanError(None, None, f"--gpus must be at least 1, not {gpus}")
+        raise CostModelError(f"--gpus must be at least 1, not {gpus}")
     if algorithm not in ALGORITHMS:
-        raise PlanError(None, None, f"unknown algorithm {algorithm!r}; use ring or tree")
+        raise CostModelError(f"unknown algorithm {algorithm!r}; use ring or tree")
 
 
 def resolve_cost_model(
@@ -76,7 +76,7 @@ def resolve_cost_model(
     _check(gpus, algorithm)
     if calibration is not None:
         if network is not None:
-            raise PlanError(None, None, "pass --calibration or --network, not both")
+            raise CostModelError("pass --calibration or --network, not both")
         measured = profile_model(profile if profile is not None else read_profile(calibration),
                                  calibration)
         line = replace(measured.line, gpus=gpus, launch_us=launch_us or measured.line.launch_us,
@@ -86,11 +86,11 @@ def resolve_cost_model(
         model = preset_model(gpus, network or default_network, algorithm, launch_us)
     if alpha_us is not None:
         if alpha_us < 0:
-            raise PlanError(None, None, "--alpha-us must not be negative")
+            raise CostModelError("--alpha-us must not be negative")
         model = _line(model, alpha_us=alpha_us, source=model.source + "; alpha overridden")
     if bandwidth_gbps is not None:
         if bandwidth_gbps <= 0:
-            raise PlanError(None, None, "--bandwidth-gbps must be positive")
+            raise CostModelError("--bandwidth-gbps must be positive")
         model = _line(model, bandwidth_gbps=bandwidth_gbps,
                       source=model.source + "; bandwidth overridden")
     return model

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import PlanError
+from ..errors import CostModelError
 
 __all__ = ["Topology", "MAX_RANKS"]
 
@@ -27,7 +27,7 @@ class Topology:
 
     def __post_init__(self):
         if self.nodes < 1 or self.gpus_per_node < 1 or self.ranks > MAX_RANKS:
-            raise PlanError(None, None, f"a topology needs at least one node and one GPU per node, and at "
+            raise CostModelError(f"a topology needs at least one node and one GPU per node, and at "
                              f"most {MAX_RANKS} ranks, not {self.nodes} x {self.gpus_per_node}")
 
     @property

@@ -88,14 +88,14 @@ class Parser:
 
 def _no_step(path: str, options: LoadOptions) -> None:
     if options.step is not None:
-        raise TraceCliError(path, None, "--step picks a ProfilerStep of a PyTorch profiler "
-                            "trace; this trace holds one step")
+        raise TraceCliError("--step picks a ProfilerStep of a PyTorch profiler "
+                            "trace; this trace holds one step", path=path)
 
 
 def _parse_chainer(path: str, content: Content, options: LoadOptions) -> Trace:
     if options.sizes:
-        raise TraceCliError(path, None, "--sizes applies to TensorFlow op lists and profiler "
-                            "traces; a Chainer dump carries its own sizes")
+        raise TraceCliError("--sizes applies to TensorFlow op lists and profiler "
+                            "traces; a Chainer dump carries its own sizes", path=path)
     _no_step(path, options)
     return chainer.parse(path, content.lines(), options.progress)
 
@@ -147,8 +147,8 @@ def detect_format(path: str, content: Content) -> str:
     if lines and lines[first].lstrip().startswith("["):
         hint = " (a JSON list; profiler traces are JSON objects with \"traceEvents\")"
     raise UnknownFormatError(
-        path, first + 1, f"cannot tell the trace format{hint}; pass --format with one of "
-        + ", ".join(FORMATS),
+        f"cannot tell the trace format{hint}; pass --format with one of "
+        + ", ".join(FORMATS), path=path, line=first + 1,
     )
 
 
@@ -162,15 +162,15 @@ def load(path: str | Path, options: Optional[LoadOptions] = None) -> Trace:
     options = options or LoadOptions()
     path = str(path)
     if options.format is not None and options.format not in PARSERS:
-        raise UnknownFormatError(path, None, f"unknown format {options.format!r}; use one of "
-                                 + ", ".join(FORMATS))
+        raise UnknownFormatError(f"unknown format {options.format!r}; use one of "
+                                 + ", ".join(FORMATS), path=path)
     content = Content(path)
     if not content.head.strip():
-        raise TraceFormatError(path, 1, "file is empty; pass a Chainer dump, a TensorFlow op "
-                               "list or a PyTorch profiler trace")
+        raise TraceFormatError("file is empty; pass a Chainer dump, a TensorFlow op "
+                               "list or a PyTorch profiler trace", path=path, line=1)
     name = options.format or detect_format(path, content)
     with gc_paused():
         try:
             return PARSERS[name].parse(path, content, options)
         except RecursionError:
-            raise TraceFormatError(path, None, "input is nested too deeply to read") from None
+            raise TraceFormatError("input is nested too deeply to read", path=path) from None

@@ -45,7 +45,7 @@ class _Window:
         self.counted = 0
 
     def error(self, message: str, pos: int | None = None) -> TraceFormatError:
-        return TraceFormatError(self.path, self.line_at(self.pos if pos is None else pos), message)
+        return TraceFormatError(message, path=self.path, line=self.line_at(self.pos if pos is None else pos))
 
     def line_at(self, pos: int) -> int:
         if pos >= self.counted:

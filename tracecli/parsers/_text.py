@@ -21,8 +21,8 @@ def decode_text(path: str, data: bytes) -> str:
     if bad >= 0:
         line = data.count(b"\n", 0, bad) + 1
         raise TraceFormatError(
-            str(path), line, "binary data, not a text trace; pass a Chainer dump, a "
-            "TensorFlow op list or a PyTorch profiler trace"
+            "binary data, not a text trace; pass a Chainer dump, a "
+            "TensorFlow op list or a PyTorch profiler trace", path=str(path), line=line
         )
     return text[1:] if text.startswith("\ufeff") else text
 
@@ -35,8 +35,8 @@ def split_lines(path: str, text: str) -> list[str]:
         lines.pop()
     if lines and max(map(len, lines)) > MAX_LINE_CHARS:
         number = next(i for i, line in enumerate(lines, 1) if len(line) > MAX_LINE_CHARS)
-        raise TraceFormatError(str(path), number, f"a line of more than "
-                               f"{format_size(MAX_LINE_CHARS)}: not a trace line")
+        raise TraceFormatError(f"a line of more than "
+                               f"{format_size(MAX_LINE_CHARS)}: not a trace line", path=str(path), line=number)
     if "\r" not in text:
         return lines
     return [line[:-1] if line.endswith("\r") else line for line in lines]

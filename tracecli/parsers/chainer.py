@@ -55,13 +55,12 @@ class _Reader:
         self.pos = 0  # index of the next line
 
     def error(self, message: str, line: Optional[int] = None) -> TraceFormatError:
-        return TraceFormatError(self.path, self.pos if line is None else line, message)
+        return TraceFormatError(message, path=self.path, line=self.pos if line is None else line)
 
     def next(self, what: str) -> list[str]:
         if self.pos >= len(self.lines):
             raise TraceFormatError(
-                self.path, len(self.lines) + 1,
-                f"file ends early: expected {what}; the dump is truncated",
+                f"file ends early: expected {what}; the dump is truncated", path=self.path, line=len(self.lines) + 1,
             )
         line = self.lines[self.pos]
         self.pos += 1
@@ -89,16 +88,15 @@ def parse(path: str, lines: list[str], progress=None) -> Trace:
     called every 10,000 op records."""
     r = _Reader(path, lines)
     if not lines:
-        raise TraceFormatError(path, 1, "file is empty; expected 'N_TENSORS N_OPS'")
+        raise TraceFormatError("file is empty; expected 'N_TENSORS N_OPS'", path=path, line=1)
     n_tensors, n_ops = r.ints("'N_TENSORS N_OPS'", 2)
     tensors = _parse_tensors(r, n_tensors)
     ops = _parse_ops(r, n_ops, tensors, progress)
     while r.pos < len(lines):
         if lines[r.pos].strip():
             raise TraceFormatError(
-                path, r.pos + 1,
                 f"unexpected content after the last of {n_ops} op records; fix the header's "
-                "op count or remove the extra lines",
+                "op count or remove the extra lines", path=path, line=r.pos + 1,
             )
         r.pos += 1
     ops = pair_and_layer(path, ops, tensors)
@@ -107,8 +105,8 @@ def parse(path: str, lines: list[str], progress=None) -> Trace:
     if cycle:
         first = min((trace.op(o) for o in cycle), key=lambda op: op.line)
         raise TraceFormatError(
-            path, first.line, f"forward ops form a cycle ({len(cycle)} ops, starting with "
-            f"{first.name}); a step's forward graph must be acyclic",
+            f"forward ops form a cycle ({len(cycle)} ops, starting with "
+            f"{first.name}); a step's forward graph must be acyclic", path=path, line=first.line,
         )
     return trace
 

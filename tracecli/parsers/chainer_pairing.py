@@ -27,8 +27,8 @@ def pair_and_layer(path: str, ops: list[Op], tensors: dict[str, Tensor]) -> list
         for tid in op.outputs:
             if tid in producer:
                 raise TraceFormatError(
-                    path, op.line, f"tensor {tid[1:]} is produced by two forward records "
-                    f"(the first on line {producer[tid].line}); each array has one creator",
+                    f"tensor {tid[1:]} is produced by two forward records "
+                    f"(the first on line {producer[tid].line}); each array has one creator", path=path, line=op.line,
                 )
             producer[tid] = op
 
@@ -75,15 +75,15 @@ def pair_and_layer(path: str, ops: list[Op], tensors: dict[str, Tensor]) -> list
             candidates = [f for f in by_key.get((op.name, op.generation), ()) if fits(f, op, outs, grads)]
         if not candidates:
             raise TraceFormatError(
-                path, op.line, f"backward {op.name} (rank {op.generation}) has no forward record "
+                f"backward {op.name} (rank {op.generation}) has no forward record "
                 "with the same class and rank whose inputs are its outputs; the dump is "
-                "incomplete or this record is corrupt",
+                "incomplete or this record is corrupt", path=path, line=op.line,
             )
         free = [f for f in candidates if f.id not in paired]
         if not free:
             raise TraceFormatError(
-                path, op.line, f"second backward record for forward {op.name} (rank "
-                f"{op.generation}) on line {candidates[0].line}; each forward record has one",
+                f"second backward record for forward {op.name} (rank "
+                f"{op.generation}) on line {candidates[0].line}; each forward record has one", path=path, line=op.line,
             )
         partner = free[0]
         paired[partner.id] = op

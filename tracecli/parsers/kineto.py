@@ -63,16 +63,16 @@ def _pick_step(path: str, steps: list[Step], threads, wanted: Optional[int]) -> 
         for s in steps:
             if s.index == wanted:
                 if not _gradient_events(threads, s):
-                    raise TraceFormatError(path, None, f"{s.label} has no backward pass with "
-                                           "parameter gradients; pick another --step")
+                    raise TraceFormatError(f"{s.label} has no backward pass with "
+                                           "parameter gradients; pick another --step", path=path)
                 return s
         labels = ", ".join(s.label for s in steps) or "none"
-        raise TraceFormatError(path, None, f"no {STEP_PREFIX}{wanted} in the trace; it holds: {labels}")
+        raise TraceFormatError(f"no {STEP_PREFIX}{wanted} in the trace; it holds: {labels}", path=path)
     with_grads = [s for s in steps if _gradient_events(threads, s)]
     if not with_grads:
-        raise TraceFormatError(path, None, "no AccumulateGrad events: the trace has no backward "
+        raise TraceFormatError("no AccumulateGrad events: the trace has no backward "
                                "pass with parameter gradients; profile whole training steps "
-                               "(forward, backward, optimizer step)")
+                               "(forward, backward, optimizer step)", path=path)
     return with_grads[-1]
 
 
@@ -106,8 +106,8 @@ def _gradient_tensors(path: str, events: list[Event]) -> list[Tensor]:
         if shape is not None and dtype is not None:
             nbytes = math.prod(shape) * DTYPE_BYTES[dtype]
             if nbytes > MAX_GRADIENT_BYTES:
-                raise TraceFormatError(path, e.line, f"gradient of shape {list(shape)} would "
-                                       "hold more than 1 PiB; the Input Dims are corrupt")
+                raise TraceFormatError(f"gradient of shape {list(shape)} would "
+                                       "hold more than 1 PiB; the Input Dims are corrupt", path=path, line=e.line)
         label = f"grad{k}" + (f"[{','.join(map(str, shape))}]" if shape is not None else "")
         tensors.append(Tensor(f"g{k}", TensorKind.PARAMETER, label, nbytes, line=e.line,
                               dtype=dtype, shape=shape))
@@ -286,8 +286,8 @@ def build(path: str, ev: KinetoEvents, step_wanted: Optional[int] = None,
     if variables is not None:
         tensors, note = name_gradients(tensors, variables, sizes_path or "the sidecar")
         if variables and all(t.index is None for t in tensors) and any(t.shape is not None for t in tensors):
-            raise SizesError(sizes_path, 1, f"no parameter matches a gradient of {path} by shape "
-                             "and dtype; pass the sidecar of this model with --sizes")
+            raise SizesError(f"no parameter matches a gradient of {path} by shape "
+                             "and dtype; pass the sidecar of this model with --sizes", path=sizes_path, line=1)
     ops, where = _ops(threads, step, grads)
     ops = _pair_forward_backward(ops, where, threads, ev.flows)
     issued = launches(threads)

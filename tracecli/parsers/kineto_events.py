@@ -87,14 +87,14 @@ class KinetoEvents:
 
 def _number(value, path: str, line: int, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TraceFormatError(path, line, f"{what} must be a number, not {excerpt(repr(value))}")
+        raise TraceFormatError(f"{what} must be a number, not {excerpt(repr(value))}", path=path, line=line)
     if type(value) is int and not finite_number(value):
-        raise TraceFormatError(path, line, f"{what} must be a finite, non-negative number of "
-                               "microseconds, not an integer that large")
+        raise TraceFormatError(f"{what} must be a finite, non-negative number of "
+                               "microseconds, not an integer that large", path=path, line=line)
     value = float(value)
     if not math.isfinite(value) or value < 0:
-        raise TraceFormatError(path, line, f"{what} must be a finite, non-negative number of "
-                               f"microseconds, not {value!r}")
+        raise TraceFormatError(f"{what} must be a finite, non-negative number of "
+                               f"microseconds, not {value!r}", path=path, line=line)
     return value
 
 
@@ -102,25 +102,25 @@ def _key(value, path: str, line: int, what: str):
     """An id used to join events (thread, flow, correlation): an integer or a string."""
     if isinstance(value, bool) or not isinstance(value, (int, str)) or (
             isinstance(value, str) and len(value) > 256):
-        raise TraceFormatError(path, line, f"{what} must be an integer or a short string, not "
-                               f"{excerpt(repr(value))}")
+        raise TraceFormatError(f"{what} must be an integer or a short string, not "
+                               f"{excerpt(repr(value))}", path=path, line=line)
     return value
 
 
 def _dims(value, path: str, line: int) -> list:
     """``Input Dims``: a list whose items are shapes (lists of ints) or lists of shapes."""
     if not isinstance(value, list):
-        raise TraceFormatError(path, line, "\"Input Dims\" must be a list of shapes")
+        raise TraceFormatError("\"Input Dims\" must be a list of shapes", path=path, line=line)
     for item in value:
         if not isinstance(item, list):
-            raise TraceFormatError(path, line, "\"Input Dims\" must be a list of shapes")
+            raise TraceFormatError("\"Input Dims\" must be a list of shapes", path=path, line=line)
         for d in item:
             inner = d if isinstance(d, list) else [d]
             for x in inner:
                 if isinstance(x, bool) or not isinstance(x, int) or not 0 <= x <= MAX_DIM:
-                    raise TraceFormatError(path, line, "\"Input Dims\" holds "
+                    raise TraceFormatError("\"Input Dims\" holds "
                                            f"{excerpt(repr(x))}; dimensions are non-negative "
-                                           "integers")
+                                           "integers", path=path, line=line)
     return value
 
 
@@ -129,7 +129,7 @@ def _kept_args(name: str, args: Any, path: str, line: int) -> Optional[dict]:
     if not isinstance(args, dict):
         if args is None:
             return None
-        raise TraceFormatError(path, line, "\"args\" must be an object")
+        raise TraceFormatError("\"args\" must be an object", path=path, line=line)
     if "Collective name" in args or name.startswith(("c10d::", "gloo:", "nccl:")) \
             or name == "record_param_comms" \
             or "AccumulateGrad" in name:
@@ -140,8 +140,8 @@ def _kept_args(name: str, args: Any, path: str, line: int) -> Optional[dict]:
             if key in kept:
                 v = kept[key]
                 if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_DIM:
-                    raise TraceFormatError(path, line, f"\"{key}\" must be a non-negative "
-                                           f"integer, not {excerpt(repr(v))}")
+                    raise TraceFormatError(f"\"{key}\" must be a non-negative "
+                                           f"integer, not {excerpt(repr(v))}", path=path, line=line)
         return kept or None
     return None
 
@@ -166,11 +166,11 @@ def read_events(stream: BinaryIO, path: str,
             continue
         out.events += 1
         if out.events > MAX_EVENTS:
-            raise TraceFormatError(path, line, f"more than {MAX_EVENTS:,} trace events")
+            raise TraceFormatError(f"more than {MAX_EVENTS:,} trace events", path=path, line=line)
         if progress and out.events % 200_000 == 0:
             progress("read events", out.events, 0)
         if not isinstance(value, dict):
-            raise TraceFormatError(path, line, "a trace event must be a JSON object")
+            raise TraceFormatError("a trace event must be a JSON object", path=path, line=line)
         ph = value.get("ph")
         if ph == "X":
             cat = value.get("cat")
@@ -192,7 +192,7 @@ def read_events(stream: BinaryIO, path: str,
             else:
                 continue
             if not isinstance(name, str):
-                raise TraceFormatError(path, line, "a trace event's \"name\" must be a string")
+                raise TraceFormatError("a trace event's \"name\" must be a string", path=path, line=line)
             ts = _number(value.get("ts"), path, line, "ts")
             dur = _number(value.get("dur", 0), path, line, "dur")
             args = value.get("args")
@@ -206,8 +206,8 @@ def read_events(stream: BinaryIO, path: str,
                     v = (kept or {}).get(key)
                     if v is not None and (isinstance(v, bool) or not isinstance(v, int)
                                           or not 0 <= v <= MAX_DIM):
-                        raise TraceFormatError(path, line, f"\"{key}\" must be a non-negative "
-                                               f"integer, not {excerpt(repr(v))}")
+                        raise TraceFormatError(f"\"{key}\" must be a non-negative "
+                                               f"integer, not {excerpt(repr(v))}", path=path, line=line)
                 kernels.append(Event(name, cat, tid, ts, dur, line, kept))
             else:
                 host.append(Event(name, cat, tid, ts, dur, line,
@@ -217,10 +217,10 @@ def read_events(stream: BinaryIO, path: str,
                               _key(value.get("tid", 0), path, line, "tid"),
                               _number(value.get("ts"), path, line, "ts")))
         elif ph is None:
-            raise TraceFormatError(path, line, "a trace event without \"ph\" (its phase)")
+            raise TraceFormatError("a trace event without \"ph\" (its phase)", path=path, line=line)
     if not seen_events and "traceEvents" not in out.top:
-        raise TraceFormatError(path, 1, "no \"traceEvents\": not a profiler trace (write one "
-                               "with torch.profiler's export_chrome_trace)")
+        raise TraceFormatError("no \"traceEvents\": not a profiler trace (write one "
+                               "with torch.profiler's export_chrome_trace)", path=path, line=1)
     if "traceEvents" in out.top:
-        raise TraceFormatError(path, 1, "\"traceEvents\" must be a list of events")
+        raise TraceFormatError("\"traceEvents\" must be a list of events", path=path, line=1)
     return out

@@ -65,13 +65,13 @@ def find_steps(path: str, threads: dict[Any, Thread]) -> list[Step]:
         return steps
     every = [e for t in threads.values() for e in t.events]
     if not every:
-        raise TraceFormatError(path, 1, "the trace holds no host events (cpu_op, "
-                               "user_annotation); profile with ProfilerActivity.CPU")
+        raise TraceFormatError("the trace holds no host events (cpu_op, "
+                               "user_annotation); profile with ProfilerActivity.CPU", path=path, line=1)
     forwards = sum(1 for e in every if e.name == "DistributedDataParallel.forward")
     if forwards > 1:
-        raise TraceFormatError(path, None, f"the trace holds {forwards} forward passes but no "
+        raise TraceFormatError(f"the trace holds {forwards} forward passes but no "
                                "ProfilerStep markers; profile with a schedule and call "
-                               "prof.step() after each iteration")
+                               "prof.step() after each iteration", path=path)
     main = max(threads, key=lambda tid: len(threads[tid].events))
     return [Step("the whole trace", None, min(e.ts for e in every),
                   max(e.end for e in every), main)]

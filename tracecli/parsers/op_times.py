@@ -44,12 +44,12 @@ def load_op_times(path: str | Path) -> OpTimes:
     path = str(path)
     doc = read_json(path, CalibrationError, "timing file")
     if not isinstance(doc, dict) or not doc:
-        raise CalibrationError(path, 1, 'expected a JSON object of op or layer -> ms, e.g. '
-                               '{"op12": 0.8, "/predictor/fc6": 2.5, "forward_ms": 40}')
+        raise CalibrationError('expected a JSON object of op or layer -> ms, e.g. '
+                               '{"op12": 0.8, "/predictor/fc6": 2.5, "forward_ms": 40}', path=path, line=1)
 
     def ms(value, what) -> float:
         if not finite_number(value) or not 0 <= value <= MAX_OP_MS:
-            raise CalibrationError(path, 1, f"{what} must be a number of ms from 0 to {MAX_OP_MS:g}")
+            raise CalibrationError(f"{what} must be a number of ms from 0 to {MAX_OP_MS:g}", path=path, line=1)
         return float(value)
 
     forward = doc.get("forward_ms")
@@ -59,12 +59,12 @@ def load_op_times(path: str | Path) -> OpTimes:
         names = {str(k): ms(v, repr(k)) for k, v in doc.items() if k != "forward_ms"}
         return OpTimes({}, {}, forward, path, names)
     if not set(doc) <= {"ops", "layers", "forward_ms"}:
-        raise CalibrationError(path, 1, 'a structured timing file has only "ops", "layers" '
-                               'and "forward_ms"')
+        raise CalibrationError('a structured timing file has only "ops", "layers" '
+                               'and "forward_ms"', path=path, line=1)
     tables = {}
     for key in ("ops", "layers"):
         table = doc.get(key, {})
         if not isinstance(table, dict):
-            raise CalibrationError(path, 1, f'"{key}" must map names to ms')
+            raise CalibrationError(f'"{key}" must map names to ms', path=path, line=1)
         tables[key] = {str(k): ms(v, f"{key}[{k!r}]") for k, v in table.items()}
     return OpTimes(tables["ops"], tables["layers"], forward, path)

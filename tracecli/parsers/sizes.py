@@ -80,7 +80,7 @@ def load_sizes(path: str | Path) -> list[Variable]:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        raise SizesError(path, line, "not UTF-8 text; a sizes file is a JSON list") from None
+        raise SizesError("not UTF-8 text; a sizes file is a JSON list", path=path, line=line) from None
     try:  # the common case, a valid file: one pass of the C decoder
         doc = strict_decoder().decode(text)
     except (ValueError, RecursionError):
@@ -98,11 +98,11 @@ def _load_carefully(path: str, text: str) -> list[Variable]:
     decoder = strict_decoder()
     pos = _skip(text, 0)
     if pos >= len(text):
-        raise SizesError(path, 1, "file is empty; expected a JSON list of "
-                         '{"name", "shape", "dtype"} objects')
+        raise SizesError("file is empty; expected a JSON list of "
+                         '{"name", "shape", "dtype"} objects', path=path, line=1)
     if text[pos] != "[":
-        raise SizesError(path, _line(text, pos), "expected a JSON list of "
-                         '{"name", "shape", "dtype"} objects in trainable-variable order')
+        raise SizesError("expected a JSON list of "
+                         '{"name", "shape", "dtype"} objects in trainable-variable order', path=path, line=_line(text, pos))
     pos = _skip(text, pos + 1)
     variables: list[Variable] = []
     lines = _LineCounter(text)
@@ -113,11 +113,11 @@ def _load_carefully(path: str, text: str) -> list[Variable]:
             try:
                 entry, end = decoder.raw_decode(text, pos)
             except json.JSONDecodeError as exc:
-                raise SizesError(path, exc.lineno, f"invalid JSON: {exc.msg}") from None
+                raise SizesError(f"invalid JSON: {exc.msg}", path=path, line=exc.lineno) from None
             except ValueError as exc:  # duplicate keys, NaN, integers of 4,300+ digits
-                raise SizesError(path, lines.at(pos), f"invalid JSON: {str(exc)[:80]}") from None
+                raise SizesError(f"invalid JSON: {str(exc)[:80]}", path=path, line=lines.at(pos)) from None
             except RecursionError:
-                raise SizesError(path, _line(text, pos), "invalid JSON: nested too deeply") from None
+                raise SizesError("invalid JSON: nested too deeply", path=path, line=_line(text, pos)) from None
             variables.append(_variable(path, lines.at(pos), len(variables), entry))
             pos = _skip(text, end)
             if pos < len(text) and text[pos] == ",":
@@ -126,12 +126,11 @@ def _load_carefully(path: str, text: str) -> list[Variable]:
             if pos < len(text) and text[pos] == "]":
                 pos += 1
                 break
-            raise SizesError(path, _line(text, min(pos, len(text))),
-                             "invalid JSON: expected ',' or ']' after a list entry")
+            raise SizesError("invalid JSON: expected ',' or ']' after a list entry", path=path, line=_line(text, min(pos, len(text))))
     if _skip(text, pos) < len(text):
-        raise SizesError(path, _line(text, _skip(text, pos)), "invalid JSON: extra data after the list")
+        raise SizesError("invalid JSON: extra data after the list", path=path, line=_line(text, _skip(text, pos)))
     if not variables:
-        raise SizesError(path, 1, "the list is empty; it must name every trainable variable")
+        raise SizesError("the list is empty; it must name every trainable variable", path=path, line=1)
     return variables
 
 
@@ -162,29 +161,29 @@ def _checked_variable(path: str, line: int, index: int, entry) -> Variable:
     """An entry checked field by field, its first problem reported."""
     where = f"entry {index}"
     if not isinstance(entry, dict):
-        raise SizesError(path, line, f"{where} must be an object with name, shape and dtype")
+        raise SizesError(f"{where} must be an object with name, shape and dtype", path=path, line=line)
     missing = [k for k in ("name", "shape", "dtype") if k not in entry]
     if missing:
-        raise SizesError(path, line, f"{where} lacks {', '.join(missing)}")
+        raise SizesError(f"{where} lacks {', '.join(missing)}", path=path, line=line)
     name, shape, dtype = entry["name"], entry["shape"], entry["dtype"]
     if not isinstance(name, str) or not name:
-        raise SizesError(path, line, f"{where}: name must be a non-empty string")
+        raise SizesError(f"{where}: name must be a non-empty string", path=path, line=line)
     if type(shape) is not list or len(shape) > 64 or not all(
         type(d) is int and 0 <= d <= MAX_ELEMENTS for d in shape  # an exact int: no bool
     ):
-        raise SizesError(path, line, f"{where} ({excerpt(name)}): shape must be a list of "
-                         "non-negative integers")
+        raise SizesError(f"{where} ({excerpt(name)}): shape must be a list of "
+                         "non-negative integers", path=path, line=line)
     if not isinstance(dtype, str) or dtype not in DTYPE_BYTES:
-        raise SizesError(path, line, f"{where} ({excerpt(name)}): unknown dtype {excerpt(str(dtype))}; use one of "
-                         + ", ".join(sorted(DTYPE_BYTES)))
+        raise SizesError(f"{where} ({excerpt(name)}): unknown dtype {excerpt(str(dtype))}; use one of "
+                         + ", ".join(sorted(DTYPE_BYTES)), path=path, line=line)
     elements = math.prod(shape)
     if elements > MAX_ELEMENTS:
-        raise SizesError(path, line, f"{where} ({excerpt(name)}): shape {excerpt(str(shape))} holds "
-                         "more elements than any real parameter")
+        raise SizesError(f"{where} ({excerpt(name)}): shape {excerpt(str(shape))} holds "
+                         "more elements than any real parameter", path=path, line=line)
     nbytes = elements * DTYPE_BYTES[dtype]
     for key in FLAGS:
         if key in entry and not isinstance(entry[key], bool):
-            raise SizesError(path, line, f"{where} ({excerpt(name)}): {key} must be true or false")
+            raise SizesError(f"{where} ({excerpt(name)}): {key} must be true or false", path=path, line=line)
     return Variable(index, name, tuple(shape), dtype, nbytes, line, variable_layer(name),
                     entry.get("expert", False), entry.get("shared_embedding", False))
 

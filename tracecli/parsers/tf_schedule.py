@@ -152,9 +152,9 @@ def parse(
         append(op)
         if index is not None:
             if index == -1:
-                raise TraceFormatError(path, number, f"names a variable index of more than "
+                raise TraceFormatError(f"names a variable index of more than "
                                        f"{MAX_INDEX_DIGITS} digits: {name[:60]!r}; no model "
-                                       "has that many variables")
+                                       "has that many variables", path=path, line=number)
             indexed.append(op)
 
     if progress:
@@ -163,9 +163,9 @@ def parse(
     indices = sorted({op.index for op in indexed if op.kind in collective})
     if variables is not None and indices and indices[-1] + 1 != len(variables):
         raise SizesError(
-            sizes_path, 1, f"has {len(variables)} variables but {path} names Horovod "
+            f"has {len(variables)} variables but {path} names Horovod "
             f"gradients cond_0..cond_{indices[-1]} ({indices[-1] + 1} variables); pass the "
-            "sizes file of this model with --sizes",
+            "sizes file of this model with --sizes", path=sizes_path, line=1,
         )
     tensors = _tensors(variables, indices, _sparse(indexed))
     links = _link(tensors, indexed)
@@ -198,13 +198,13 @@ def _valid_names(path: str, lines: list[str],
         numbers = [number for number, name in enumerate(names, 1) if name]
         names = [name for name in names if name]
     if not names:
-        raise TraceFormatError(path, 1, "file is empty; expected one TensorFlow node name a line")
+        raise TraceFormatError("file is empty; expected one TensorFlow node name a line", path=path, line=1)
     if not checked and not _ALL_NAMES_RE.fullmatch("\n".join(names)):
         for number, name in zip(numbers or range(1, len(names) + 1), names):
             if not _NAME_RE.match(name):
                 raise TraceFormatError(
-                    path, number, f"not a TensorFlow node name: {name[:60]!r}; an op list has "
-                    "one executed node name a line",
+                    f"not a TensorFlow node name: {name[:60]!r}; an op list has "
+                    "one executed node name a line", path=path, line=number,
                 )
     return numbers, names
 

@@ -39,7 +39,7 @@ class RunBucket(NamedTuple):
 def as_run_plan(inp: PlanInput, buckets: Sequence[RunBucket], cost: CostModel,
                 notes: Sequence[str] = ()) -> BucketPlan:
     if not buckets:
-        raise PlanError(None, None, "the run has no gradient all-reduce to show")
+        raise PlanError("the run has no gradient all-reduce to show")
     timings = tuple(BucketTiming(k, b.members, b.nbytes, b.dtype, b.ready_ms, b.start_ms, b.end_ms,
                                  b.collective) for k, b in enumerate(buckets))
     last = max(t.end_ms for t in timings)
@@ -67,7 +67,7 @@ def as_run_prediction(plan: BucketPlan, cost: Optional[CostModel] = None) -> Buc
     """The as-run grouping predicted under ``cost`` (default: the plan's own model): how
     far the model is from the run, and the run as the strategies are compared."""
     if not all(b.members for b in plan.buckets):
-        raise PlanError(None, None, "the as-run buckets are not all matched to gradients")
+        raise PlanError("the as-run buckets are not all matched to gradients")
     cost = cost if cost is not None else plan.cost
     predicted = fixed_plan(plan.inp, [b.members for b in plan.buckets], AS_RUN, plan.options,
                            cost, [b.collective for b in plan.buckets], run_messages(plan))

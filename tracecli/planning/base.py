@@ -101,7 +101,7 @@ class PlanInput:
 
     def __post_init__(self):
         if not self.grads:
-            raise PlanError(None, None, "no gradients to plan: the trace has no parameters "
+            raise PlanError("no gradients to plan: the trace has no parameters "
                             "with known sizes (pass --sizes FILE for an op list)")
 
 

@@ -40,12 +40,12 @@ def plan_input(trace: Trace, ready: Readiness, profile: ComputeProfile,
     unknown = [g.name for g in ready.gradients if g.nbytes is None]
     hint = trace.abilities.sizes_hint or "the trace does not record them"
     if unknown and len(unknown) == len(ready.gradients):
-        raise PlanError(trace.path, None, f"sizes of {len(unknown)} gradients are unknown "
-                        f"(e.g. {unknown[0]}): {hint}{_what_works(trace, hint)}")
+        raise PlanError(f"sizes of {len(unknown)} gradients are unknown "
+                        f"(e.g. {unknown[0]}): {hint}{_what_works(trace, hint)}", path=trace.path)
     if not ready.gradients:
         why = ("no backward op produces a parameter's gradient" if trace.parameters()
                else "it has no parameters")
-        raise PlanError(trace.path, None, f"no gradients to plan: {why}")
+        raise PlanError(f"no gradients to plan: {why}", path=trace.path)
     times = profile.ready_times()
     order = variable_order(trace)
     unknown_order = ({t.id for t in trace.parameters() if t.index is None}

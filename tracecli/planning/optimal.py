@@ -52,7 +52,7 @@ def optimal_partition(ready: Sequence[float], nbytes: Sequence[int], latency_ms:
         return []
     for a, b in zip(ready, ready[1:]):
         if b < a:
-            raise PlanError(None, None, "gradient ready times must not decrease in readiness order")
+            raise PlanError("gradient ready times must not decrease in readiness order")
     prefix = [0] * (n + 1)
     for j, size in enumerate(nbytes, 1):
         prefix[j] = prefix[j - 1] + size
@@ -107,7 +107,7 @@ def optimal_partition(ready: Sequence[float], nbytes: Sequence[int], latency_ms:
 def optimal(grads: Sequence[Grad], opts, cost: CostModel) -> Grouping:
     """The registry entry: the best partition under ``cost``, capped by ``max_bytes``."""
     if cost is None:
-        raise PlanError(None, None, "the optimal strategy needs a cost model")
+        raise PlanError("the optimal strategy needs a cost model")
     lone = sparse_alone(grads, opts)
     latency_ms, ms_per_byte = cost.linear(CollectiveKind.ALL_REDUCE)
     buckets = optimal_partition([g.ready_ms for g in grads], [g.nbytes for g in grads],

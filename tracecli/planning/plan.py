@@ -52,7 +52,7 @@ def make_plan(inp: PlanInput, strategy: str, options, cost: CostModel) -> Bucket
     """``strategy``'s plan of ``inp`` under ``cost`` with ``options`` (a ``StrategyOptions``)."""
     spec = planned_spec(strategy)
     if options.max_bytes is not None and options.max_bytes <= 0:
-        raise PlanError(None, None, "--max-bytes must be positive")
+        raise PlanError("--max-bytes must be positive")
     grouping = spec.group(inp.grads, options, cost)
     timeline = simulate(inp.grads, grouping, cost, inp.forward_ms, inp.backward_end_ms,
                         inp.update_ms)

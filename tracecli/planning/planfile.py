@@ -109,8 +109,8 @@ def load_plan_file(path: str | Path) -> PlanFile:
     doc = read_json(path, PlanError, "plan file")
 
     def bad(what: str) -> PlanError:
-        return PlanError(path, 1, f"not a valid plan file ({what}); make one with tracecli "
-                         "plan-buckets --out PLAN.json")
+        return PlanError(f"not a valid plan file ({what}); make one with tracecli "
+                         "plan-buckets --out PLAN.json", path=path, line=1)
 
     def ms(value, what: str) -> float:
         if not finite_number(value) or not 0 <= value <= MAX_PLAN_MS:

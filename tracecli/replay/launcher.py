@@ -32,10 +32,10 @@ def require_torch():
         import torch
         import torch.distributed as dist
     except ImportError:
-        raise ReplayUnavailableError(None, None, "replay and calibrate need torch: "
+        raise ReplayUnavailableError("replay and calibrate need torch: "
                                      "pip install 'tracecli[replay]'") from None
     if not dist.is_available():
-        raise ReplayUnavailableError(None, None, "this torch build has no torch.distributed; "
+        raise ReplayUnavailableError("this torch build has no torch.distributed; "
                                      "install a build with it: pip install 'tracecli[replay]'")
     return torch
 
@@ -53,9 +53,9 @@ def resolve_backend(launch: Launch) -> tuple[str, Optional[str]]:
     local = int(os.environ.get("LOCAL_WORLD_SIZE", launch.gpus)) if in_torchrun() else launch.gpus
     if launch.backend == "nccl":
         if not dist.is_nccl_available():
-            raise ReplayUnavailableError(None, None, "this torch build has no NCCL; use --backend gloo")
+            raise ReplayUnavailableError("this torch build has no NCCL; use --backend gloo")
         if visible < local:
-            raise ReplayUnavailableError(None, None, f"--backend nccl needs {local} CUDA devices "
+            raise ReplayUnavailableError(f"--backend nccl needs {local} CUDA devices "
                                          f"on this node, {visible} visible; lower --gpus or use "
                                          "--backend gloo")
         return "nccl", None
@@ -86,7 +86,7 @@ def check_capacity(ranks: int, backend: str, oversubscribe: bool = False) -> Non
     if backend == "gloo":
         bound, why = cpu_rank_bound()
         if ranks > bound:
-            raise ReplayUnavailableError(None, None, f"{ranks} CPU ranks are more than this "
+            raise ReplayUnavailableError(f"{ranks} CPU ranks are more than this "
                                          f"machine holds ({bound}: {why}); lower --gpus or "
                                          "pass --oversubscribe")
 
@@ -145,7 +145,7 @@ def launch(job, settings: Launch, progress: Progress = None):
                             progress if rank == 0 else None)
         except Exception as exc:  # noqa: BLE001 - one line, torchrun tears the world down
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            raise ReplayError(None, None, f"rank {rank} failed: {type(exc).__name__}: {first}") from exc
+            raise ReplayError(f"rank {rank} failed: {type(exc).__name__}: {first}") from exc
 
     import multiprocessing
 
@@ -202,15 +202,15 @@ def launch(job, settings: Launch, progress: Progress = None):
     silent = [(r, c) for r, c in sorted(exited.items()) if c != 0 and r not in reported]
     if silent:  # died without a word (os._exit, a signal, the OOM killer): the root cause
         rank, code = silent[0]
-        raise ReplayError(None, None, f"rank {rank} {_describe_exit(code)}; all "
+        raise ReplayError(f"rank {rank} {_describe_exit(code)}; all "
                           f"{len(processes)} ranks stopped")
     if errors:
         rank, text = _root_cause(errors)
         hung = [r for r in alive_before_stop if r not in reported]
         suffix = f"; rank {', '.join(map(str, hung))} did not respond (hung?)" if hung and \
             any(w in text for w in _NOISE) else ""
-        raise ReplayError(None, None, f"rank {rank} failed: {text}{suffix}; all "
+        raise ReplayError(f"rank {rank} failed: {text}{suffix}; all "
                           f"{len(processes)} ranks stopped")
     if result is None:
-        raise ReplayError(None, None, "the ranks finished without a result")
+        raise ReplayError("the ranks finished without a result")
     return result

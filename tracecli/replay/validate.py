@@ -42,11 +42,11 @@ def _check_memory(per_rank: int, world: int, backend: str, what: str, where: Opt
     need = local * (per_rank + RANK_OVERHEAD_BYTES)
     have = available_memory()
     if have is not None and need > have:
-        raise ReplayUnavailableError(where, None, f"{what} needs {format_size(per_rank)} of "
+        raise ReplayUnavailableError(f"{what} needs {format_size(per_rank)} of "
                                      f"buffers per rank; {local} ranks need about "
                                      f"{format_size(need)} and this machine has "
                                      f"{format_size(have)} available; use fewer ranks or a "
-                                     "smaller plan")
+                                     "smaller plan", path=where)
 
 
 def check_job(job: ReplayJob, world: int, backend: str, where: Optional[str] = None) -> None:
@@ -54,9 +54,9 @@ def check_job(job: ReplayJob, world: int, backend: str, where: Optional[str] = N
     inp = job.inp
     step = inp.backward_end_ms + inp.update_ms
     if step > MAX_STEP_MS:
-        raise ReplayUnavailableError(where, None, f"the step to emulate takes {step / 1000:,.0f} s "
+        raise ReplayUnavailableError(f"the step to emulate takes {step / 1000:,.0f} s "
                                      f"(forward, backward and update); replay emulates steps of "
-                                     f"at most {MAX_STEP_MS / 1000:,.0f} s")
+                                     f"at most {MAX_STEP_MS / 1000:,.0f} s", path=where)
     buffers = sum(g.nbytes for g in inp.grads)
     if not job.options.sparse_as_dense:  # an all-gathered gradient also holds every rank's share
         buffers += world * sum(g.nbytes for g in inp.grads if g.sparse)

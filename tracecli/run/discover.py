@@ -45,9 +45,9 @@ def _stat(path: str):
     try:
         return os.stat(path)
     except FileNotFoundError:
-        raise TraceFormatError(path, None, "no such file") from None
+        raise TraceFormatError("no such file", path=path) from None
     except OSError as exc:
-        raise TraceFormatError(path, None, f"cannot read: {exc.strerror}") from None
+        raise TraceFormatError(f"cannot read: {exc.strerror}", path=path) from None
 
 
 def _looks_like_trace(path: str) -> bool:
@@ -61,14 +61,14 @@ def _listing(directory: str) -> list[str]:
         with os.scandir(directory) as entries:
             for count, entry in enumerate(entries, 1):
                 if count > MAX_DIR_ENTRIES:
-                    raise TraceFormatError(directory, None, f"holds more than "
+                    raise TraceFormatError(f"holds more than "
                                            f"{MAX_DIR_ENTRIES:,} entries; a run is at most "
                                            f"{MAX_RUN_FILES:,} rank traces: pass the directory "
-                                           "that holds only one run's traces")
+                                           "that holds only one run's traces", path=directory)
                 if entry.name.endswith(SUFFIXES):
                     names.append(entry.name)
     except OSError as exc:
-        raise TraceFormatError(directory, None, f"cannot list: {exc.strerror}") from None
+        raise TraceFormatError(f"cannot list: {exc.strerror}", path=directory) from None
     return sorted(names, key=_natural)
 
 
@@ -84,37 +84,37 @@ def discover(paths: Sequence[str]) -> Discovered:
             if stat.S_ISDIR(info.st_mode):
                 continue
             if not stat.S_ISREG(info.st_mode):
-                raise TraceFormatError(path, None, "not a regular file; a run's traces are "
-                                       "files")
+                raise TraceFormatError("not a regular file; a run's traces are "
+                                       "files", path=path)
             (files if _looks_like_trace(path) else skipped).append(path)
             if len(files) > MAX_RUN_FILES:
-                raise TraceFormatError(directory, None, f"holds more than {MAX_RUN_FILES:,} "
+                raise TraceFormatError(f"holds more than {MAX_RUN_FILES:,} "
                                        "profiler traces; tracecli reads runs of up to "
-                                       f"{MAX_RUN_FILES:,} ranks")
+                                       f"{MAX_RUN_FILES:,} ranks", path=directory)
         if not files:
             what = f" ({len(skipped)} JSON files, none a profiler trace)" if skipped else ""
-            raise TraceFormatError(directory, None, "holds no profiler traces" + what +
+            raise TraceFormatError("holds no profiler traces" + what +
                                    "; a run is a directory of per-rank .json or .json.gz "
-                                   "traces (torch.profiler's export_chrome_trace, one per rank)")
+                                   "traces (torch.profiler's export_chrome_trace, one per rank)", path=directory)
         return Discovered(tuple(files), tuple(skipped), directory)
     if len(paths) > MAX_RUN_FILES:
-        raise TraceFormatError(paths[MAX_RUN_FILES], None, f"more than {MAX_RUN_FILES:,} "
+        raise TraceFormatError(f"more than {MAX_RUN_FILES:,} "
                                "traces given; tracecli reads runs of up to "
-                               f"{MAX_RUN_FILES:,} ranks")
+                               f"{MAX_RUN_FILES:,} ranks", path=paths[MAX_RUN_FILES])
     seen: dict[tuple, str] = {}
     for path in paths:
         if path == "-":
-            raise TraceFormatError(path, None, "standard input cannot be one rank of a run; "
-                                   "pass the rank files")
+            raise TraceFormatError("standard input cannot be one rank of a run; "
+                                   "pass the rank files", path=path)
         info = _stat(path)
         if stat.S_ISDIR(info.st_mode):
-            raise TraceFormatError(path, None, "is a directory; pass one directory of a run's "
-                                   "traces, or several trace files")
+            raise TraceFormatError("is a directory; pass one directory of a run's "
+                                   "traces, or several trace files", path=path)
         if not stat.S_ISREG(info.st_mode):
-            raise TraceFormatError(path, None, "not a regular file; a run's traces are files")
+            raise TraceFormatError("not a regular file; a run's traces are files", path=path)
         key = (info.st_dev, info.st_ino)
         if key in seen:
-            raise TraceFormatError(path, None, f"is the same file as {seen[key]}; pass each "
-                                   "rank's trace once")
+            raise TraceFormatError(f"is the same file as {seen[key]}; pass each "
+                                   "rank's trace once", path=path)
         seen[key] = path
     return Discovered(tuple(paths), (), f"{paths[0]} and {len(paths) - 1} more")

@@ -92,11 +92,11 @@ def _world(path: str, top: dict) -> tuple[Optional[int], Optional[int], Optional
     if info is None:
         return None, None, None, None
     if not isinstance(info, dict):
-        raise TraceFormatError(path, 1, "\"distributedInfo\" must be an object")
+        raise TraceFormatError("\"distributedInfo\" must be an object", path=path, line=1)
     for key in ("rank", "world_size", "pg_count"):
         if key in info and _int(info, key, MAX_RANK) is None:
-            raise TraceFormatError(path, 1, f"distributedInfo.{key} must be an integer in "
-                                   f"[0, {MAX_RANK}], not {str(info[key])[:40]!r}")
+            raise TraceFormatError(f"distributedInfo.{key} must be an integer in "
+                                   f"[0, {MAX_RANK}], not {str(info[key])[:40]!r}", path=path, line=1)
     backend = info.get("backend")
     return (_int(info, "rank", MAX_RANK), _int(info, "world_size", MAX_RANK),
             backend[:40] if isinstance(backend, str) else None, _int(info, "pg_count", MAX_RANK))
@@ -113,8 +113,8 @@ def _span_all(top: dict, world: Optional[int], groups: Optional[int]) -> bool:
 def _base_us(path: str, top: dict) -> int:
     base = top.get("baseTimeNanoseconds", 0)
     if isinstance(base, bool) or not isinstance(base, int) or not 0 <= base < 1 << 63:
-        raise TraceFormatError(path, 1, "\"baseTimeNanoseconds\" must be a non-negative "
-                               "integer")
+        raise TraceFormatError("\"baseTimeNanoseconds\" must be a non-negative "
+                               "integer", path=path, line=1)
     return base // 1000
 
 
@@ -135,9 +135,9 @@ def read_rank(path: str) -> RankData:
     if rank is None:
         rank, rank_from = rank_from_name(path), "file name"
         if rank is None:
-            raise TraceFormatError(path, 1, "which rank is this? the trace has no "
+            raise TraceFormatError("which rank is this? the trace has no "
                                    "distributedInfo.rank and its name states none; name the "
-                                   "file rank-N.json.gz (N: its rank)")
+                                   "file rank-N.json.gz (N: its rank)", path=path, line=1)
     by_tid: dict[Any, list] = defaultdict(list)
     for e in ev.host:
         by_tid[e.tid].append(e)

@@ -59,7 +59,7 @@ def _read(path: str):
 
 def _raise(answer) -> None:
     _, _, path, line, message = answer
-    raise TraceFormatError(path, line, message)
+    raise TraceFormatError(message, path=path, line=line)
 
 
 def _read_all(files: Sequence[str], processes: int) -> list[RankData]:
@@ -90,24 +90,24 @@ def _check(ranks: list[RankData]) -> list[str]:
     by_rank: dict[int, RankData] = {}
     for r in ranks:
         if r.rank in by_rank:
-            raise TraceFormatError(r.path, 1, f"claims rank {r.rank}, as does "
-                                   f"{by_rank[r.rank].path}; pass each rank's trace once")
+            raise TraceFormatError(f"claims rank {r.rank}, as does "
+                                   f"{by_rank[r.rank].path}; pass each rank's trace once", path=r.path, line=1)
         by_rank[r.rank] = r
     ranks.sort(key=lambda r: r.rank)
     first = ranks[0]
     for r in ranks[1:]:
         if r.world_size != first.world_size:
-            raise TraceFormatError(r.path, 1, f"world size {r.world_size}, but "
+            raise TraceFormatError(f"world size {r.world_size}, but "
                                    f"{first.path} (rank {first.rank}) says {first.world_size}: "
-                                   "not one run; pass the traces of one run")
+                                   "not one run; pass the traces of one run", path=r.path, line=1)
         if r.backend != first.backend:
-            raise TraceFormatError(r.path, 1, f"backend {r.backend}, but {first.path} says "
-                                   f"{first.backend}: not one run")
+            raise TraceFormatError(f"backend {r.backend}, but {first.path} says "
+                                   f"{first.backend}: not one run", path=r.path, line=1)
     world = first.world_size
     for r in ranks:
         if world is not None and r.rank >= world:
-            raise TraceFormatError(r.path, 1, f"rank {r.rank} of a world of {world}: "
-                                   "the rank or the world size is wrong")
+            raise TraceFormatError(f"rank {r.rank} of a world of {world}: "
+                                   "the rank or the world size is wrong", path=r.path, line=1)
     if world is not None and len(ranks) < world:
         missing = sorted(set(range(world)) - set(by_rank))
         shown = ", ".join(map(str, missing[:8])) + (", ..." if len(missing) > 8 else "")
@@ -121,8 +121,8 @@ def _check(ranks: list[RankData]) -> list[str]:
             extra = [x for x in mine if x not in labels]
             what = (f"has no {lack[0]}" if lack else f"has {extra[0]}") + \
                 f", which {first.path} (rank {first.rank}) " + ("holds" if lack else "lacks")
-            raise TraceFormatError(r.path, None, what + "; profile the same steps on every "
-                                   "rank (one schedule in every process)")
+            raise TraceFormatError(what + "; profile the same steps on every "
+                                   "rank (one schedule in every process)", path=r.path)
     return notes
 
 
@@ -134,9 +134,9 @@ def _other_run(ranks: list[RankData], base_us: int) -> None:
     for r in ranks[1:]:
         t = r.steps[0].ts + (r.base_us - base_us)
         if abs(t - t0) > OTHER_RUN_S * 1e6:
-            raise TraceFormatError(r.path, None, f"its {r.steps[0].label} starts "
+            raise TraceFormatError(f"its {r.steps[0].label} starts "
                                    f"{abs(t - t0) / 1e6:,.0f} s away from {first.path}'s: "
-                                   "a trace of another run? pass the traces of one run")
+                                   "a trace of another run? pass the traces of one run", path=r.path)
 
 
 def read_run(paths: Sequence[str], processes: Optional[int] = None) -> Run:

@@ -143,8 +143,8 @@ def from_nccl_tests(model: NcclModel, run) -> tuple[NcclMeasured, list[str]]:
     if kind is None:
         from ...errors import CalibrationError
 
-        raise CalibrationError(path, None, f"{binary} is not a test tracecli models; pass the "
-                               "output of " + ", ".join(KIND_OF_BINARY))
+        raise CalibrationError(f"{binary} is not a test tracecli models; pass the "
+                               "output of " + ", ".join(KIND_OF_BINARY), path=path)
     ranks = run.ranks or model.gpus
     if run.ranks is None:
         notices.append(f"{path} does not list its ranks ('#  Rank N Group ...' lines); taken as "

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, Optional
 
-from ...errors import PlanError
+from ...errors import CostModelError
 from ...model import CollectiveKind
 from ..model import Linear
 from ..topology import Topology
@@ -73,14 +73,14 @@ class NcclModel:
                      nic_gbps: float, nics: int, version: str = DEFAULT_VERSION) -> "NcclModel":
         """The model of a topology, its graph estimated (:func:`~.graph.search_graphs`)."""
         if gpu not in GPUS:
-            raise PlanError(None, None, f"unknown GPU {gpu!r}; use one of " + ", ".join(GPUS))
+            raise CostModelError(f"unknown GPU {gpu!r}; use one of " + ", ".join(GPUS))
         try:
             topo = Topology(nodes, gpus_per_node)
             constants_for(version)
         except ValueError as e:
-            raise PlanError(None, None, str(e)) from None
+            raise CostModelError(str(e)) from None
         if nodes > 1 and (nics < 1 or not nic_gbps > 0):
-            raise PlanError(None, None, f"{nodes} nodes need a network: pass --nic-gbps (Gb/s per "
+            raise CostModelError(f"{nodes} nodes need a network: pass --nic-gbps (Gb/s per "
                             "node, summed over its NICs) and at least one NIC")
         ring, tree = search_graphs(GPUS[gpu], gpus_per_node, nodes, nvswitch, nic_gbps, nics)
         nvls = search_nvls(GPUS[gpu], gpus_per_node, nodes, nvswitch, nic_gbps, nics, version)
@@ -93,7 +93,7 @@ class NcclModel:
     @classmethod
     def for_platform(cls, platform: str, nodes: int, version: str = DEFAULT_VERSION) -> "NcclModel":
         if platform not in PLATFORMS:
-            raise PlanError(None, None, f"unknown platform {platform!r}; use one of " + ", ".join(PLATFORMS))
+            raise CostModelError(f"unknown platform {platform!r}; use one of " + ", ".join(PLATFORMS))
         p = PLATFORMS[platform]
         m = cls.for_topology(p.gpu, nodes, p.gpus_per_node, p.nvswitch, p.nic_gbps, p.nics, version)
         return replace(m, name=f"nccl:{platform}", source=f"{m.source}; {p.source}")
@@ -116,7 +116,7 @@ class NcclModel:
         try:
             return FUNC_OF[kind]
         except KeyError:
-            raise PlanError(None, None, f"NCCL's model has no {getattr(kind, 'value', kind)}; "
+            raise CostModelError(f"NCCL's model has no {getattr(kind, 'value', kind)}; "
                             "known: " + ", ".join(k.value for k in FUNC_OF)) from None
 
     def charged_bytes(self, kind: CollectiveKind, nbytes: float) -> int:
@@ -194,7 +194,7 @@ class NcclModel:
         g = self.topology.gpus_per_node
         topo = Topology(1, gpus) if gpus < g else Topology(max(1, gpus // g), g)
         if gpus >= g and gpus % g:
-            raise PlanError(None, None, f"{gpus} GPUs do not fill nodes of {g}; pass a multiple of {g}")
+            raise CostModelError(f"{gpus} GPUs do not fill nodes of {g}; pass a multiple of {g}")
         # the graphs NCCL's search picks (ring, tree, NVLS) depend on the node count
         platform = self.name.removeprefix("nccl:")
         if self.graph_source == ESTIMATED and platform in PLATFORMS:

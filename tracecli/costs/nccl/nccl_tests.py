@@ -65,9 +65,9 @@ def _num(path: str, no: int, text: str, what: str, lo: float, hi: float) -> floa
         hint = (f"mixed units: {what} carries a unit ({unit.group(1)}); nccl-tests prints bare "
                 "numbers (bytes, us, GB/s) - pass its output unchanged") if unit else \
             f"{what} {excerpt(text)} is not a number; pass nccl-tests' output unchanged"
-        raise CalibrationError(path, no, hint) from None
+        raise CalibrationError(hint, path=path, line=no) from None
     if not math.isfinite(value) or not lo <= value <= hi:
-        raise CalibrationError(path, no, f"{what} {text} is out of range [{lo:g}, {hi:g}]")
+        raise CalibrationError(f"{what} {text} is out of range [{lo:g}, {hi:g}]", path=path, line=no)
     return value
 
 
@@ -98,17 +98,17 @@ def parse_nccl_tests(text: str, path: str = "<nccl-tests>", collective: Optional
                 closed = True
             continue
         if header is None:
-            raise CalibrationError(path, no, "not nccl-tests output (no '#  size  count  type ... "
+            raise CalibrationError("not nccl-tests output (no '#  size  count  type ... "
                                    "time  algbw  busbw' header before this line); pass the "
-                                   "stdout of all_reduce_perf or a sibling test")
+                                   "stdout of all_reduce_perf or a sibling test", path=path, line=no)
         if groups == -1 or groups < 2:
-            raise CalibrationError(path, header, "only one (in-place) group of columns; tracecli "
+            raise CalibrationError("only one (in-place) group of columns; tracecli "
                                    "reads the out-of-place time: run nccl-tests with its default "
-                                   "out-of-place and in-place columns")
+                                   "out-of-place and in-place columns", path=path, line=header)
         cols = line.split()
         if len(cols) < 13:
-            raise CalibrationError(path, no, f"row has {len(cols)} columns, not 13: the output is "
-                                   "cut; pass the whole output")
+            raise CalibrationError(f"row has {len(cols)} columns, not 13: the output is "
+                                   "cut; pass the whole output", path=path, line=no)
         _check_wrong(path, no, cols[8])
         _check_wrong(path, no, cols[12])
         rows.append(NcclTestsRow(
@@ -118,23 +118,23 @@ def parse_nccl_tests(text: str, path: str = "<nccl-tests>", collective: Optional
             _num(path, no, cols[6], "algbw", 0.0, 1e6), _num(path, no, cols[7], "busbw", 0.0, 1e6),
             _num(path, no, cols[9], "in-place time", MIN_US, MAX_US), no))
     if header is None:
-        raise CalibrationError(path, first or None, "not nccl-tests output: no '#  size  count  "
-                               "type ... time  algbw  busbw' header; pass the stdout of all_reduce_perf")
+        raise CalibrationError("not nccl-tests output: no '#  size  count  "
+                               "type ... time  algbw  busbw' header; pass the stdout of all_reduce_perf", path=path, line=first or None)
     if not rows:
-        raise CalibrationError(path, header, "no result rows after the header; the run was cut short")
+        raise CalibrationError("no result rows after the header; the run was cut short", path=path, line=header)
     if not closed:
-        raise CalibrationError(path, rows[-1].line, "output stops before nccl-tests' closing "
-                               "'# Avg bus bandwidth' line: truncated; pass the whole output")
+        raise CalibrationError("output stops before nccl-tests' closing "
+                               "'# Avg bus bandwidth' line: truncated; pass the whole output", path=path, line=rows[-1].line)
     if collective is not None and binary is not None:
         want = BINARIES.get(collective, collective)
         if not binary.startswith(want):
-            raise CalibrationError(path, None, f"this is {binary} output, not {want}; pass the "
-                                   f"output of {want}")
+            raise CalibrationError(f"this is {binary} output, not {want}; pass the "
+                                   f"output of {want}", path=path)
     sizes = [r.bytes for r in rows]
     if sizes != sorted(sizes):
         bad = next(r for a, r in zip(rows, rows[1:]) if r.bytes < a.bytes)
-        raise CalibrationError(path, bad.line, "sizes go down here: two runs pasted together; "
-                               "pass one run's output")
+        raise CalibrationError("sizes go down here: two runs pasted together; "
+                               "pass one run's output", path=path, line=bad.line)
     return NcclTests(path, binary, ranks or None, tuple(rows))
 
 
@@ -143,8 +143,8 @@ def _check_wrong(path: str, no: int, text: str) -> None:
         return
     value = _num(path, no, text, "#wrong", 0.0, 1e30)
     if value > 0 and float(text).is_integer() and "e" not in text.lower() and "." not in text:
-        raise CalibrationError(path, no, f"#wrong is {text}: this run computed wrong results; "
-                               "fix the cluster (or nccl-tests' -c check) before using its times")
+        raise CalibrationError(f"#wrong is {text}: this run computed wrong results; "
+                               "fix the cluster (or nccl-tests' -c check) before using its times", path=path, line=no)
 
 
 def read_nccl_tests(path: str, collective: Optional[str] = None) -> NcclTests:
@@ -152,5 +152,5 @@ def read_nccl_tests(path: str, collective: Optional[str] = None) -> NcclTests:
         with open(path, encoding="utf-8", errors="replace") as fh:
             text = fh.read()
     except OSError as e:
-        raise CalibrationError(str(path), None, f"cannot read nccl-tests output: {e.strerror}") from None
+        raise CalibrationError(f"cannot read nccl-tests output: {e.strerror}", path=str(path)) from None
     return parse_nccl_tests(text, str(path), collective)

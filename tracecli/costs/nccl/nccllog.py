@@ -86,8 +86,8 @@ class NcclLog:
         own = [(n, a, p, t) for _, f, n, a, p, t in self.choices if f in (func, "?")]
         if self.choices and not own:
             line, other = self.choices[0][0], self.choices[0][1]
-            raise CalibrationError(self.path, line, f"this log's choices are for {other}, not "
-                                   f"{func}; pass the log of a run of {func}")
+            raise CalibrationError(f"this log's choices are for {other}, not "
+                                   f"{func}; pass the log of a run of {func}", path=self.path, line=line)
         return own
 
 
@@ -95,18 +95,18 @@ def _num(path: str, line: int, text: str, what: str, lo: float, hi: float) -> fl
     try:
         value = float(text)
     except ValueError:
-        raise CalibrationError(path, line, f"{what} {excerpt(text)} is not a number; pass the "
-                               "log as NCCL wrote it") from None
+        raise CalibrationError(f"{what} {excerpt(text)} is not a number; pass the "
+                               "log as NCCL wrote it", path=path, line=line) from None
     if not math.isfinite(value) or not lo <= value <= hi:
-        raise CalibrationError(path, line, f"{what} {text} is out of range [{lo:g}, {hi:g}]; "
-                               "pass the log as NCCL wrote it")
+        raise CalibrationError(f"{what} {text} is out of range [{lo:g}, {hi:g}]; "
+                               "pass the log as NCCL wrote it", path=path, line=line)
     return value
 
 
 def _int(path: str, line: int, text: str, what: str, lo: int, hi: int) -> int:
     value = _num(path, line, text, what, lo, hi)
     if value != int(value):
-        raise CalibrationError(path, line, f"{what} {text} is not a whole number")
+        raise CalibrationError(f"{what} {text} is not a whole number", path=path, line=line)
     return int(value)
 
 
@@ -123,7 +123,7 @@ def parse_nccl_log(text: str, path: str = "<log>") -> NcclLog:
         if log.version is None and (m := _VERSION.search(line)):
             log.version = m.group(1)
             if parse_version(log.version) is None:
-                raise CalibrationError(path, no, f"cannot read NCCL version {excerpt(log.version)}")
+                raise CalibrationError(f"cannot read NCCL version {excerpt(log.version)}", path=path, line=no)
         elif (m := _COMM.search(line)) and log.n_ranks is None:
             log.n_ranks = _int(path, no, m.group(2), "nRanks", 1, 1 << 20)
             log.n_nodes = _int(path, no, m.group(3), "nNodes", 1, log.n_ranks)
@@ -142,8 +142,8 @@ def parse_nccl_log(text: str, path: str = "<log>") -> NcclLog:
                 tables_done = True  # a second table (another communicator): keep the first
             unknown = [n for n in names if n not in ALGOS]
             if unknown:
-                raise CalibrationError(path, no, f"unknown algorithm {excerpt(unknown[0])} in the "
-                                       "TUNING table; this reader knows NCCL 2.19-2.30 tables")
+                raise CalibrationError(f"unknown algorithm {excerpt(unknown[0])} in the "
+                                       "TUNING table; this reader knows NCCL 2.19-2.30 tables", path=path, line=no)
             block = [] if tables_done else names
         elif _PROTO_HDR.search(line) or "Max NThreads" in line:
             continue
@@ -160,20 +160,20 @@ def parse_nccl_log(text: str, path: str = "<log>") -> NcclLog:
                                 ALGOS[a].upper(), PROTOS[p].upper(),
                                 _num(path, no, m.group(4), "time", 0.0, MAX_LAT_US)))
     if not log.table and not log.graphs and not log.choices:
-        raise CalibrationError(path, None, "no NCCL TUNING table, GRAPH line or choice line in this file; run "
-                               "with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=GRAPH,TUNING and pass rank 0's log")
+        raise CalibrationError("no NCCL TUNING table, GRAPH line or choice line in this file; run "
+                               "with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=GRAPH,TUNING and pass rank 0's log", path=path)
     return log
 
 
 def _read_row(log: NcclLog, path: str, no: int, func: str, rest: str, block: list[str]) -> None:
     cells = [c for c in rest.split("|") if c.strip()]
     if len(cells) < 3 * len(block):
-        raise CalibrationError(path, no, f"{func} row has {len(cells)} cells for "
-                               f"{3 * len(block)} algorithm/protocol pairs; the line is cut")
+        raise CalibrationError(f"{func} row has {len(cells)} cells for "
+                               f"{3 * len(block)} algorithm/protocol pairs; the line is cut", path=path, line=no)
     for i, cell in enumerate(cells[:3 * len(block)]):
         m = _CELL.match(cell)
         if not m:
-            raise CalibrationError(path, no, f"cell {excerpt(cell.strip())} is not latency/bandwidth")
+            raise CalibrationError(f"cell {excerpt(cell.strip())} is not latency/bandwidth", path=path, line=no)
         lat = _num(path, no, m.group(1), "latency", 0.0, MAX_LAT_US)
         bw = _num(path, no, m.group(2), "bandwidth", 0.0, MAX_BW_GBPS)
         log.table[(func, block[i // 3], PROTOS[i % 3])] = (lat, bw, no)
@@ -185,5 +185,5 @@ def read_nccl_log(path: str) -> NcclLog:
         with open(path, encoding="utf-8", errors="replace") as fh:
             text = fh.read()
     except OSError as e:
-        raise CalibrationError(str(path), None, f"cannot read the NCCL log: {e.strerror}") from None
+        raise CalibrationError(f"cannot read the NCCL log: {e.strerror}", path=str(path)) from None
     return parse_nccl_log(text, str(path))

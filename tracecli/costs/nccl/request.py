@@ -14,7 +14,7 @@ installed torch loads (:func:`~.installed.installed_nccl`), else :data:`~.versio
 >>> topology_model(TopologyRequest(nodes=2, gpus_per_node=8, nccl="2.30.7"), gpus=10)
 Traceback (most recent call last):
 ...
-tracecli.errors.PlanError: --gpus 10 is not --nodes 2 x --gpus-per-node 8 = 16; --gpus is the total, pass 16 or leave it out
+tracecli.errors.CostModelError: --gpus 10 is not --nodes 2 x --gpus-per-node 8 = 16; --gpus is the total, pass 16 or leave it out
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Optional
 
-from ...errors import CalibrationError, PlanError
+from ...errors import CalibrationError, CostModelError
 from .graph import GPUS
 from .installed import installed_nccl
 from .model import NcclModel
@@ -72,7 +72,7 @@ def nccl_version(asked: Optional[str], logged: Optional[str] = None) -> tuple[st
         try:
             constants_for(asked)
         except ValueError as e:
-            raise PlanError(None, None, f"--nccl: {e}") from None
+            raise CostModelError(f"--nccl: {e}") from None
         return asked, []
     for found, where in ((logged, "the log's"), (installed_nccl(), "the installed torch's")):
         if found is None:
@@ -96,7 +96,7 @@ def _shape(req: TopologyRequest, gpus: Optional[int], platform) -> tuple[int, in
         elif nodes is None:
             nodes, per = 1, gpus
         elif gpus % nodes:
-            raise PlanError(None, None, f"--gpus {gpus} does not split into --nodes {nodes} of "
+            raise CostModelError(f"--gpus {gpus} does not split into --nodes {nodes} of "
                             "equal size; pass a multiple of --nodes, or --gpus-per-node")
         else:
             per = gpus // nodes
@@ -104,12 +104,12 @@ def _shape(req: TopologyRequest, gpus: Optional[int], platform) -> tuple[int, in
         if gpus is None:
             nodes = 1
         elif gpus % per:
-            raise PlanError(None, None, f"--gpus {gpus} is not a whole number of nodes of "
+            raise CostModelError(f"--gpus {gpus} is not a whole number of nodes of "
                             f"--gpus-per-node {per}; pass a multiple of {per} (--gpus is the total)")
         else:
             nodes = gpus // per
     if gpus is not None and gpus != nodes * per:
-        raise PlanError(None, None, f"--gpus {gpus} is not --nodes {nodes} x --gpus-per-node "
+        raise CostModelError(f"--gpus {gpus} is not --nodes {nodes} x --gpus-per-node "
                         f"{per} = {nodes * per}; --gpus is the total, pass {nodes * per} or leave it out")
     return nodes, per
 
@@ -121,9 +121,9 @@ def graphs_from_log(path: str, compcap: int):
     log = read_nccl_log(path)
     ring = log.graph("Ring")
     if ring is None:
-        raise CalibrationError(path, None, "no ring graph line ('Pattern 4, crossNic ..., "
+        raise CalibrationError("no ring graph line ('Pattern 4, crossNic ..., "
                                "nChannels ..., bw .../...') in this log; run with "
-                               "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=GRAPH,TUNING and pass rank 0's log")
+                               "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=GRAPH,TUNING and pass rank 0's log", path=path)
     tree = log.graph("Tree") or ring
 
     def graph(g) -> AlgoGraph:
@@ -145,18 +145,18 @@ def topology_model(req: TopologyRequest, gpus: Optional[int] = None) -> tuple[Nc
     platform = None
     if req.platform is not None:
         if req.platform not in PLATFORMS:
-            raise PlanError(None, None, f"unknown platform {req.platform!r}; use one of "
+            raise CostModelError(f"unknown platform {req.platform!r}; use one of "
                             + ", ".join(PLATFORMS))
         platform = PLATFORMS[req.platform]
     device = req.device or (platform.gpu if platform else "h100")
     if device not in GPUS:
-        raise PlanError(None, None, f"NCCL's model needs a GPU: --device {device} is not one; use "
+        raise CostModelError(f"NCCL's model needs a GPU: --device {device} is not one; use "
                         "one of " + ", ".join(GPUS))
     if platform is not None and req.device is not None and req.device != platform.gpu:
-        raise PlanError(None, None, f"--platform {platform.name} has {platform.gpu} GPUs, not "
+        raise CostModelError(f"--platform {platform.name} has {platform.gpu} GPUs, not "
                         f"--device {req.device}; leave one out")
     if req.intra is not None and req.intra not in INTRA:
-        raise PlanError(None, None, f"unknown --intra {req.intra!r}; use nvswitch or pcie")
+        raise CostModelError(f"unknown --intra {req.intra!r}; use nvswitch or pcie")
     logged_graph = None
     if req.nccl_log is not None:
         logged_graph = graphs_from_log(req.nccl_log, GPUS[device].compcap)
@@ -170,7 +170,7 @@ def topology_model(req: TopologyRequest, gpus: Optional[int] = None) -> tuple[Nc
     if nodes > 1 and (nic_gbps is None or not nic_gbps > 0 or nics < 1):
         why = ("--nics 0" if nics < 1 else f"--nic-gbps {nic_gbps:g}" if nic_gbps is not None
                else "no --nic-gbps given")
-        raise PlanError(None, None, f"{nodes} nodes need a network between them ({why}): pass "
+        raise CostModelError(f"{nodes} nodes need a network between them ({why}): pass "
                         "--nic-gbps (Gb/s per node, summed over its NICs: 3200 for 8 x 400) with "
                         "at least one NIC, or --platform")
     nvswitch = (req.intra or ("nvswitch" if platform is None or platform.nvswitch else "pcie")) \
@@ -206,7 +206,7 @@ def nccl_cost_model(req: TopologyRequest, gpus: Optional[int] = None,
     """The cost model of a plan or replay with a topology: NCCL's model, with the nccl-tests
     output at ``nccl_tests`` answering the sizes it measured. Returns it with its notices."""
     if calibration is not None:
-        raise PlanError(None, None, "--calibration is a flat model's profile; with a topology "
+        raise CostModelError("--calibration is a flat model's profile; with a topology "
                         "or --nccl-tests, pass measured times as --nccl-tests FILE instead")
     if nccl_tests is None:
         return topology_model(req, gpus)

@@ -84,10 +84,10 @@ def check_measured(run, op: str, model: NcclModel) -> None:
     from .nccl_tests import BINARIES
 
     if run.binary is not None and not run.binary.startswith(BINARIES[op]):
-        raise CalibrationError(run.path, None, f"this is {run.binary} output, not "
+        raise CalibrationError(f"this is {run.binary} output, not "
                                f"{BINARIES[op]}; pass the output of {BINARIES[op]} or run "
-                               f"tracecli collective {next((o for o, b in BINARIES.items() if run.binary.startswith(b)), op)}")
+                               f"tracecli collective {next((o for o, b in BINARIES.items() if run.binary.startswith(b)), op)}", path=run.path)
     if run.ranks is not None and run.ranks != model.gpus:
-        raise CalibrationError(run.path, None, f"measured on {run.ranks} ranks, but the topology "
+        raise CalibrationError(f"measured on {run.ranks} ranks, but the topology "
                                f"has {model.gpus}; pass --nodes/--gpus-per-node (or --gpus) of "
-                               "the run measured")
+                               "the run measured", path=run.path)

@@ -70,7 +70,7 @@ def spec_of(name: str) -> StrategySpec:
     try:
         return STRATEGIES[name]
     except KeyError:
-        raise PlanError(None, None, f"unknown strategy {name!r}; use one of "
+        raise PlanError(f"unknown strategy {name!r}; use one of "
                         + ", ".join(STRATEGIES)) from None
 
 
@@ -78,9 +78,9 @@ def planned_spec(name: str) -> StrategySpec:
     """The spec of a strategy the planner predicts (``make_plan``'s choices)."""
     spec = STRATEGIES.get(name)
     if spec is None:
-        raise PlanError(None, None, f"unknown strategy {name!r}; use one of "
+        raise PlanError(f"unknown strategy {name!r}; use one of "
                         + ", ".join(predicted()))
     if spec.from_run:
-        raise PlanError(None, None, f"the {name} strategy is not predicted: it is the buckets a "
+        raise PlanError(f"the {name} strategy is not predicted: it is the buckets a "
                         "profiled run used, planned from a trace that recorded its collectives")
     return spec

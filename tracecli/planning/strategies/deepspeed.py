@@ -77,14 +77,14 @@ class ZeroFlush(NamedTuple):
 def _overlap(opts, stage: int) -> bool:
     value = opts.deepspeed_overlap_comm.lower()
     if value not in ("auto", "true", "false"):
-        raise PlanError(None, None, f"--deepspeed-overlap-comm must be true, false or auto, not "
+        raise PlanError(f"--deepspeed-overlap-comm must be true, false or auto, not "
                         f"{opts.deepspeed_overlap_comm!r}")
     return stage == 3 if value == "auto" else value == "true"
 
 
 def _stage(opts) -> int:
     if opts.deepspeed_stage not in (1, 2, 3):
-        raise PlanError(None, None, f"--deepspeed-stage must be 1, 2 or 3, not {opts.deepspeed_stage}")
+        raise PlanError(f"--deepspeed-stage must be 1, 2 or 3, not {opts.deepspeed_stage}")
     return opts.deepspeed_stage
 
 

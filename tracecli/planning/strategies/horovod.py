@@ -59,7 +59,7 @@ def horovod(grads: Sequence[Grad], opts, cost=None) -> Grouping:
     Sparse gradients (``IndexedSlices``) are all-gathered, each on its own, unless
     ``sparse_as_dense``."""
     if opts.cycle_ms <= 0:
-        raise PlanError(None, None, "--cycle-ms must be positive")
+        raise PlanError("--cycle-ms must be positive")
     threshold = opts.max_bytes if opts.max_bytes is not None else HOROVOD_THRESHOLD
     alone = sparse_alone(grads, opts)
     buckets: list[tuple[int, ...]] = []

@@ -189,7 +189,7 @@ def megatron(grads: Sequence[Grad], opts, cost=None) -> Grouping:
     padded element count in its grad dtype."""
     dp = cost.gpus if cost is not None else 1
     if dp < 1:
-        raise PlanError(None, None, "--gpus must be at least 1")
+        raise PlanError("--gpus must be at least 1")
     buckets = megatron_buckets(grads, opts, dp)
     ready = [max(grads[i].ready_ms for i in b.members) for b in buckets]
     if opts.megatron_overlap_grad_reduce:  # register_grad_ready: at its last gradient's hook

@@ -17,7 +17,7 @@ __all__ = ["OBSERVED", "as_run_settings"]
 
 
 def _taken_from_the_run(grads: Sequence[Grad], opts, cost=None) -> Grouping:
-    raise PlanError(None, None, f"the {OBSERVED.name} strategy is not predicted: it is the "
+    raise PlanError(f"the {OBSERVED.name} strategy is not predicted: it is the "
                     "buckets a profiled run used, planned from a trace that recorded its collectives")
 
 

@@ -40,7 +40,7 @@ def _general_int(text: str, spec: str) -> int:
     if not match:
         if re.fullmatch(r"-?\d+", text):
             return int(text)
-        raise PlanError(None, None, f"all-reduce spec {spec!r} has a non-integer range "
+        raise PlanError(f"all-reduce spec {spec!r} has a non-integer range "
                         f"{text!r}; limits are element counts with k/K, M, G, T suffixes")
     scale = {"": 1, "k": 1024, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
     return int(match.group(1)) * scale[match.group(2)]
@@ -56,7 +56,7 @@ def parse_all_reduce_spec(spec: str) -> list[SpecPart]:
     """
     parts = spec.split(":") + ["-1"]
     if len(parts) % 2:
-        raise PlanError(None, None, f"all-reduce spec {spec!r} is malformed: it needs "
+        raise PlanError(f"all-reduce spec {spec!r} is malformed: it needs "
                         "alg(:limit:alg)*, e.g. pscpu:32k:xring")
     result = []
     alg, shards = "", 1
@@ -68,11 +68,11 @@ def parse_all_reduce_spec(spec: str) -> list[SpecPart]:
         shards = 1
         if shard_text:
             if not shard_text.isdigit():
-                raise PlanError(None, None, f"all-reduce spec {spec!r} has non-integer "
+                raise PlanError(f"all-reduce spec {spec!r} has non-integer "
                                 f"shards {shard_text!r}")
             shards = int(shard_text)
         if alg not in _SPEC_ALGS:
-            raise PlanError(None, None, f"all-reduce spec {spec!r} has invalid alg {alg!r}; "
+            raise PlanError(f"all-reduce spec {spec!r} has invalid alg {alg!r}; "
                             "use one of " + ", ".join(_SPEC_ALGS))
     return result
 

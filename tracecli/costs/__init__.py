@@ -10,6 +10,7 @@ in one table (:mod:`.collectives`).
 
 from .alphabeta import ALGORITHMS, NETWORKS, AlphaBeta, Network
 from .collectives import KINDS, KindCost, bus_bandwidth_gbps
+from .error import ErrorBand, ErrorTable
 from .fit import POOR_FIT_MAPE, POOR_FIT_R2, RingFit, fit_ring, monotone, trimmed_mean
 from .alphabeta import DEFAULT_NETWORK
 from .measured import MEASURED_KIND, Measured
@@ -19,7 +20,7 @@ from .sources import fitted_model, profile_model, resolve_cost_model
 from .topology import Topology
 
 __all__ = [
-    "ALGORITHMS", "NETWORKS", "AlphaBeta", "Network", "KINDS", "KindCost", "bus_bandwidth_gbps",
+    "ALGORITHMS", "NETWORKS", "ErrorBand", "ErrorTable", "AlphaBeta", "Network", "KINDS", "KindCost", "bus_bandwidth_gbps",
     "POOR_FIT_MAPE", "POOR_FIT_R2", "RingFit", "fit_ring", "monotone", "trimmed_mean", "Measured", "MEASURED_KIND", "DEFAULT_NETWORK",
     "CostModel", "Linear", "CALIBRATION_FORMAT", "CalibrationProfile", "ProfilePoint",
     "read_profile", "fitted_model", "profile_model", "resolve_cost_model", "Topology",

@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 from ..model import CollectiveKind
 from .collectives import kind_cost, steps
+from .error import ErrorBand
 from .model import Linear
 from .topology import Topology
 
@@ -98,6 +99,14 @@ class AlphaBeta:
 
     def algorithm_protocol(self, kind: CollectiveKind, nbytes: float) -> Optional[tuple[str, str]]:
         return None
+
+    def error(self, kind: CollectiveKind, nbytes: float) -> Optional[ErrorBand]:
+        """A fitted line: its mean absolute percentage error, both ways; a preset: ``None``
+        (typical published figures, never checked on the user's machine)."""
+        mape = (self.fit or {}).get("mape_pct")
+        if mape is None:
+            return None
+        return ErrorBand(-mape / 100.0, mape / 100.0, f"the fit's mean |error| over its points")
 
     def summary(self) -> str:
         """``name algorithm, alpha .. us, bus bandwidth .. GB/s — source``: one flat line."""

@@ -25,6 +25,7 @@ from typing import Any, Optional
 
 from ..model import CollectiveKind
 from .alphabeta import AlphaBeta
+from .error import ErrorBand
 from .model import Linear
 from .topology import Topology
 
@@ -97,6 +98,9 @@ class Measured:
 
     def algorithm_protocol(self, kind: CollectiveKind, nbytes: float) -> Optional[tuple[str, str]]:
         return None
+
+    def error(self, kind: CollectiveKind, nbytes: float) -> Optional[ErrorBand]:
+        return self.line.error(kind, nbytes)
 
     def summary(self) -> str:
         return self.line.summary()

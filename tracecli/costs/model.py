@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple, Optional, Protocol, runtime_checkable
 
 from ..model import CollectiveKind
+from .error import ErrorBand
 
 __all__ = ["CostModel", "Linear"]
 
@@ -30,7 +31,9 @@ class CostModel(Protocol):
     (the exact optimum searches under it). ``basis(kind, n)``: where ``time_ms`` comes from
     when the model holds measurements (``measured``, ``interpolated``, ``extrapolated``,
     ``model``), else ``None``. ``describe()``: the JSON of reports (``cost_model``).
-    ``on(gpus)``: the same interconnect figures on another rank count.
+    ``on(gpus)``: the same interconnect figures on another rank count. ``error(kind, n)``: how
+    far ``time_ms`` may be from a measurement there (:class:`~.error.ErrorBand`), ``None``
+    where nothing bounds it.
     """
 
     name: str
@@ -46,6 +49,8 @@ class CostModel(Protocol):
     def basis(self, kind: CollectiveKind, nbytes: float) -> Optional[str]: ...
 
     def algorithm_protocol(self, kind: CollectiveKind, nbytes: float) -> Optional[tuple[str, str]]: ...
+
+    def error(self, kind: CollectiveKind, nbytes: float) -> Optional[ErrorBand]: ...
 
     def summary(self) -> str: ...
 

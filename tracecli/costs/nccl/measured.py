@@ -28,6 +28,7 @@ from typing import Any, Optional
 
 from ...model import CollectiveKind
 from ..measured import point_basis
+from ..error import ErrorBand
 from ..model import Linear
 from .model import LINE_FROM, LINE_TO, NcclModel
 
@@ -111,6 +112,9 @@ class NcclMeasured:
 
     def algorithm_protocol(self, kind: CollectiveKind, nbytes: float) -> Optional[tuple[str, str]]:
         return self.model.algorithm_protocol(kind, nbytes)
+
+    def error(self, kind: CollectiveKind, nbytes: float) -> Optional[ErrorBand]:
+        return self.model.error(kind, nbytes)
 
     def on(self, gpus: int) -> "NcclMeasured":
         return replace(self, model=self.model.on(gpus), _cache={})

@@ -30,6 +30,7 @@ from typing import Any, Optional
 
 from ...errors import CostModelError
 from ...model import CollectiveKind
+from ..error import ErrorBand
 from ..model import Linear
 from ..topology import Topology
 from .graph import GPUS, search_graphs, tree_pattern_is_tree
@@ -155,6 +156,11 @@ class NcclModel:
         return self._cache[key]
 
     def basis(self, kind: CollectiveKind, nbytes: float) -> Optional[str]:
+        return None
+
+    def error(self, kind: CollectiveKind, nbytes: float) -> Optional[ErrorBand]:
+        """Not yet bounded: NCCL's tuning model ranks choices; see the README's accuracy
+        figures for how far it is from measurements."""
         return None
 
     def algorithm_protocol(self, kind: CollectiveKind, nbytes: float) -> Optional[tuple[str, str]]:

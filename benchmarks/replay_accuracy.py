@@ -25,8 +25,8 @@ from pathlib import Path
 from tracecli import load_trace
 from tracecli.pipeline import ComputeRequest, inputs
 from tracecli.planning import StrategyOptions
-from tracecli.replay import Launch, ReplayJob, Sweep, run_replay
-from tracecli.replay.launcher import resolve_backend
+from tracecli.replay import Ranks, ReplayJob, Sweep, run_replay
+from tracecli.replay.processes import resolve_backend
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = [
@@ -43,13 +43,13 @@ def one_pass(ranks_list, iters: int, warmup: int, backend_name: str, detail: boo
     print(f"{'ranks':>5} {'trace':<9} {'strategy':<11} {'buckets':>7} {'predicted':>10} "
           f"{'measured':>9} {'p90':>8} {'error':>7} {'bucket err med/worst':>21}  calibration")
     for ranks in ranks_list:
-        backend, _ = resolve_backend(Launch(ranks, backend_name))
+        backend, _ = resolve_backend(Ranks(ranks, backend_name))
         for name, path, compute in CASES:
             _, _, inp = inputs(load_trace(path), compute)
             for label, strategy, options in STRATEGIES:
                 job = ReplayJob(inp, strategy, options, None, "in-place calibration", iters, warmup,
                                 sweep=Sweep.covering(sum(g.nbytes for g in inp.grads)))
-                doc = run_replay(job, Launch(ranks, backend, 120.0)).to_json()
+                doc = run_replay(job, Ranks(ranks, backend, 120.0)).to_json()
                 errors.append(abs(doc["error_pct"]))
                 bucket_errors = [100.0 * (b["measured"]["duration_ms"] - b["duration_ms"]) / b["duration_ms"]
                                  for b in doc["buckets"] if b["duration_ms"] > 0]

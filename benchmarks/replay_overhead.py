@@ -24,8 +24,8 @@ from pathlib import Path
 from tracecli import load_trace
 from tracecli.pipeline import ComputeRequest, inputs
 from tracecli.planning import StrategyOptions
-from tracecli.replay import Launch, ReplayJob, Sweep, run_replay
-from tracecli.replay.launcher import resolve_backend
+from tracecli.replay import Ranks, ReplayJob, Sweep, run_replay
+from tracecli.replay.processes import resolve_backend
 from tracecli.units import format_size
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,13 +44,13 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--backend", default="auto")
     args = parser.parse_args()
-    backend, _ = resolve_backend(Launch(args.ranks, args.backend))
+    backend, _ = resolve_backend(Ranks(args.ranks, args.backend))
     for name, path, compute, strategy, options in CASES:
         _, _, inp = inputs(load_trace(path), compute)
         job = ReplayJob(inp, strategy, options, None, "in-place calibration", args.iters,
                         args.warmup, sweep=Sweep.covering(sum(g.nbytes for g in inp.grads)),
                         baseline=True)
-        doc = run_replay(job, Launch(args.ranks, backend, 120.0)).to_json()
+        doc = run_replay(job, Ranks(args.ranks, backend, 120.0)).to_json()
         print(f"# {name}: {len(doc['buckets'])} buckets on {args.ranks} ranks ({backend}), "
               f"{args.iters} iterations")
         print(f"{'bucket':>6} {'bytes':>10} {'started':>8} {'in replay':>10} {'same way':>9} "

@@ -253,7 +253,7 @@ def test_debug_shows_traceback(tmp_path):
 
 
 def test_a_bug_is_one_line_and_debug_shows_it(monkeypatch):
-    import tracecli.pipeline as pipeline
+    import tracecli.pipeline.trace as pipeline
 
     def broken(*args, **kwargs):
         raise ZeroDivisionError("boom")

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from tracecli import outfile
+from tracecli.cli import outfile
 
 from conftest import FIXTURES, RESNET, VGG, assert_error, run
 

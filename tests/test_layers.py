@@ -4,10 +4,10 @@ Every module of the tracecli package is read with ``ast`` (imports inside functi
 those under ``if TYPE_CHECKING:`` do not) and each import of a tracecli module is checked
 against LAYERS, lowest first:
 
-    base (errors, units, jsonfile, inputfile, outfile, _gc, session)
+    base (errors, units, jsonfile, inputfile, _gc)
     < model < parsers < analysis, run < costs < planning
     < render, replay (one level; neither imports the other)
-    < pipeline, results, launch < cli, tracecli/__init__.py (the public API may import anything)
+    < pipeline < cli, tracecli/__init__.py (the public API may import anything)
 
 A top-level module or package not in LAYERS fails the test: a new one is placed deliberately.
 No module of the package may pass 400 lines either.
@@ -25,7 +25,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "tracecli"
 
 # top-level name (module or package under tracecli/) -> layer, lowest first
 LAYERS = {
-    **dict.fromkeys(["errors", "units", "jsonfile", "inputfile", "outfile", "_gc", "session"], 0),
+    **dict.fromkeys(["errors", "units", "jsonfile", "inputfile", "_gc"], 0),
     "model": 1,
     "parsers": 2,
     "analysis": 3,
@@ -33,8 +33,7 @@ LAYERS = {
     "costs": 4,
     "planning": 5,
     "render": 6, "replay": 6,
-    "export": 6,  # the graph exporters write a Trace out as a renderer does
-    "pipeline": 7, "results": 7, "launch": 7, "runplan": 7,
+    "pipeline": 7,
     "cli": 8, "__init__": 8,
 }
 NAMES = {0: "base", 1: "model", 2: "parsers", 3: "analysis", 4: "costs", 5: "planning",

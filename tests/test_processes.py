@@ -114,7 +114,7 @@ def test_local_rendezvous_listens_on_loopback_only():
 
 
 def test_too_many_cpu_ranks_are_refused_before_starting():
-    from tracecli.replay.launcher import cpu_rank_bound
+    from tracecli.replay.processes import cpu_rank_bound
 
     bound, _ = cpu_rank_bound()
     started = time.monotonic()

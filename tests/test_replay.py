@@ -134,8 +134,8 @@ def test_failing_rank_is_torn_down(mode, words):
     from tracecli.pipeline import ComputeRequest, inputs
     from tracecli.costs import resolve_cost_model
     from tracecli.planning import StrategyOptions
-    from tracecli.replay import Fault, Launch, ReplayJob
-    from tracecli.replay.launcher import launch
+    from tracecli.replay import Fault, Ranks, ReplayJob
+    from tracecli.replay.processes import start
     from tracecli import load_trace
 
     _, _, inp = inputs(load_trace(RESNET), ComputeRequest(backward_ms=20))
@@ -143,7 +143,7 @@ def test_failing_rank_is_torn_down(mode, words):
     started = time.monotonic()
     stages = []
     with pytest.raises(ReplayError) as err:
-        launch(job, Launch(2, "gloo", timeout_s=4, fault=Fault(1, mode)),
+        start(job, Ranks(2, "gloo", timeout_s=4, fault=Fault(1, mode)),
                lambda *update: stages.append(update))
     # progress from the first instant (issue 17 item 14): the ranks' start-up, then their work
     assert stages[0] == ("starting 2 ranks", 0, 2)

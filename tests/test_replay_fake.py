@@ -21,7 +21,7 @@ from tracecli.replay.report import replay_report
 torch = pytest.importorskip("torch", reason="the fake backend computes with torch tensors")
 
 from tracecli.replay.fakecomm import FakeWorld, run_fake  # noqa: E402
-from tracecli.replay.runs import ReplayRun, SweepRun  # noqa: E402
+from tracecli.replay.records import ReplayRun, SweepRun  # noqa: E402
 
 ALL_REDUCE, ALL_GATHER = CollectiveKind.ALL_REDUCE, CollectiveKind.ALL_GATHER
 EPS = 1e-6

@@ -11,7 +11,7 @@ from tracecli.planning import StrategyOptions, make_plan
 from tracecli.planning.base import Grad, PlanInput
 from tracecli.replay.jobs import ReplayJob, Sweep
 from tracecli.replay.report import p90, replay_report
-from tracecli.replay.runs import RankResult, ReplayRun, StepTimes
+from tracecli.replay.records import RankResult, ReplayRun, StepTimes
 
 ALL_REDUCE, ALL_GATHER = CollectiveKind.ALL_REDUCE, CollectiveKind.ALL_GATHER
 
@@ -168,13 +168,13 @@ def test_calibration_report_is_a_profile_plan_buckets_reads(tmp_path):
 def test_backend_choice(monkeypatch, visible, nccl, gpus, backend, expected):
     import torch.distributed as dist
 
-    from tracecli.replay.jobs import Launch
-    from tracecli.replay.launcher import resolve_backend
+    from tracecli.replay.jobs import Ranks
+    from tracecli.replay.processes import resolve_backend
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: visible > 0)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: visible)
     monkeypatch.setattr(dist, "is_nccl_available", lambda: nccl)
-    got = resolve_backend(Launch(gpus, backend))
+    got = resolve_backend(Ranks(gpus, backend))
     if expected == "gloo":
         assert got[0] == "gloo" and "running gloo on CPU" in got[1]
     else:
@@ -185,14 +185,14 @@ def test_forced_nccl_with_too_few_gpus(monkeypatch):
     import torch.distributed as dist
 
     from tracecli.errors import ReplayUnavailableError
-    from tracecli.replay.jobs import Launch
-    from tracecli.replay.launcher import resolve_backend
+    from tracecli.replay.jobs import Ranks
+    from tracecli.replay.processes import resolve_backend
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     monkeypatch.setattr(dist, "is_nccl_available", lambda: True)
     with pytest.raises(ReplayUnavailableError, match="needs 4 CUDA devices on this node, 2 visible"):
-        resolve_backend(Launch(4, "nccl"))
+        resolve_backend(Ranks(4, "nccl"))
 
 
 def test_measured_model_queued_curve_and_timeline():

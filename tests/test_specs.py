@@ -15,7 +15,7 @@ from tracecli.planning import (
     KNOBS, STRATEGIES, Grad, Kind, Knob, PlanInput, StrategyOptions, StrategySpec, compare,
     make_plan, predicted, spec_of,
 )
-from tracecli.planning.asrun import RunBucket, as_run_plan
+from tracecli.planning.observed import RunBucket, as_run_plan
 from tracecli.planning.base import Grouping
 from tracecli.planning.plan import fixed_plan, is_default, settings_for
 from tracecli.planning.spec import MAX_BYTES, SPARSE_AS_DENSE

@@ -12,7 +12,7 @@ import shutil
 import pytest
 
 from tracecli.render.status import status_lines
-from tracecli.session import Session
+from tracecli.cli.session import Session
 
 from conftest import DDP_GPU, FIXTURES, RESNET, RESNET_SIZES, VGG, run
 

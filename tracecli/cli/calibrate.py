@@ -6,12 +6,12 @@ from dataclasses import replace
 
 import click
 
-from .. import launch
-from ..results import CalibrationResult
+from ..pipeline import replay as replaying
+from .results import CalibrationResult
 from .group import cli
 from .inputs import silent_rank
 from .inputs import given
-from .options import checked_topology, gpu_option, launch_from, launch_options, ranks_option, topology_from, \
+from .options import checked_topology, gpu_option, ranks_from, process_options, ranks_option, topology_from, \
     topology_options
 from .output import Output, emit, force_option, json_option, notice, out_option, progress_bar
 from .types import POSITIVE_SIZE
@@ -19,7 +19,7 @@ from .types import POSITIVE_SIZE
 
 @cli.command()
 @ranks_option
-@launch_options
+@process_options
 @click.option("--min-size", type=POSITIVE_SIZE, default="4KiB", show_default=True,
               help="Smallest all-reduce, bytes.")
 @click.option("--max-size", type=POSITIVE_SIZE, default="256MiB", show_default=True,
@@ -48,19 +48,19 @@ def calibrate(ctx, min_size, max_size, points, warmup, iters, **kw):
         raise click.BadParameter("must not be below --min-size", param_hint="--max-size")
     output = Output.pop(kw)
     output.claim()
-    asked = launch_from(kw)
+    asked = ranks_from(kw)
     nccl = None
     topology = topology_from(kw)
     if topology.given:
         nccl, said = checked_topology(topology, asked.gpus if given(ctx, "gpus") else
-                                    launch.world_size(asked.gpus) if launch.in_torchrun() else None)
-        if not given(ctx, "gpus") and not launch.in_torchrun():
+                                    replaying.world_size(asked.gpus) if replaying.in_torchrun() else None)
+        if not given(ctx, "gpus") and not replaying.in_torchrun():
             asked = replace(asked, gpus=nccl.gpus)
         for text in said:
             notice(text)
     quiet = silent_rank()
     job = CalibrationJob(Sweep(min_size, max_size, points, warmup, iters))
-    ready, backend_notice = launch.calibration_launch(job, asked, kw["oversubscribe"])
+    ready, backend_notice = replaying.calibration_ranks(job, asked, kw["oversubscribe"])
     if not quiet:
         notice(backend_notice)
     with progress_bar(not output.as_json and not quiet) as progress:

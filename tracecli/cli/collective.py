@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from ..results import CollectiveResult
+from .results import CollectiveResult
 from .group import cli
 from .options import checked_topology, gpu_option, topology_from, topology_options
 from .output import Output, emit, json_option, notice

@@ -6,7 +6,7 @@ import click
 
 from ..analysis.observed import with_carried_by
 from ..errors import TraceCliError
-from ..results import ExportResult, RunExportResult
+from .results import ExportResult, RunExportResult
 from .group import cli
 from .inputs import load_run, load_trace, run_paths, trace_args
 from .options import load_options, trace_argument

@@ -15,7 +15,7 @@ from click.core import ParameterSource
 from ..errors import TraceCliError
 from ..parsers import LoadOptions, load
 from ..run import RunReport, analyze_run, is_run, read_run
-from ..session import Session
+from .session import Session
 from .output import notice, progress_bar
 
 __all__ = ["load_trace", "load_run", "run_paths", "session", "silent_rank", "say_notices",
@@ -74,7 +74,7 @@ def session(ctx: click.Context) -> Session:
 
 def silent_rank() -> bool:
     """Under torchrun, every rank runs the CLI; rank 0 speaks for all."""
-    from ..replay.launcher import in_torchrun
+    from ..replay.processes import in_torchrun
 
     return in_torchrun() and os.environ.get("RANK") != "0"
 

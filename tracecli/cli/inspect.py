@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..pipeline import inspect_trace
-from ..results import InspectResult, RunResult
+from .results import InspectResult, RunResult
 from .group import cli
 from .inputs import load_run, load_trace, remember, run_paths, trace_args
 from .options import compute_from, compute_options, load_options, trace_argument

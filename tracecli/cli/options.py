@@ -21,8 +21,8 @@ from .inputs import given
 from .types import MS, Number, options
 
 __all__ = ["trace_argument", "load_options", "compute_options", "network_options",
-           "cost_options", "ranks_option", "launch_options", "compute_from", "cost_from",
-           "launch_from", "topology_options", "gpu_option", "topology_from", "checked_topology"]
+           "cost_options", "ranks_option", "process_options", "compute_from", "cost_from",
+           "ranks_from", "topology_options", "gpu_option", "topology_from", "checked_topology"]
 
 def _trace_value(ctx, param, value):
     """One path as given; several (a run's rank files) as a tuple; none as ``None``."""
@@ -115,7 +115,7 @@ cost_options = options(
 ranks_option = click.option("--gpus", type=click.IntRange(2, 4096), default=2, show_default=True,
                             help="Ranks to start (ignored under torchrun, which sets the world).")
 
-launch_options = options(
+process_options = options(
     click.option("--backend", type=click.Choice(list(BACKENDS)), default="auto",
                  show_default=True, help="auto: NCCL when --gpus CUDA devices are visible, else gloo."),
     click.option("--timeout", type=Number(1, 86400, "s"), default=30.0, show_default=True,
@@ -182,9 +182,9 @@ def checked_topology(topology: TopologyRequest, gpus: Optional[int]):
         raise click.UsageError(exc.message) from None
 
 
-def launch_from(kw):
-    """The launch the options ask for (``--gpus``, ``--backend``, ``--timeout``, a fault)."""
-    from ..replay import FAULT_MODES, Fault, Launch
+def ranks_from(kw):
+    """The ranks the options ask for (``--gpus``, ``--backend``, ``--timeout``, a fault)."""
+    from ..replay import FAULT_MODES, Fault, Ranks
 
     fault = None
     if kw["inject_fault"]:
@@ -193,4 +193,4 @@ def launch_from(kw):
             raise click.BadParameter(f"expected RANK:MODE with MODE one of "
                                      f"{', '.join(FAULT_MODES)}", param_hint="--inject-fault")
         fault = Fault(int(rank), mode)
-    return Launch(kw["gpus"], kw["backend"], kw["timeout"], fault)
+    return Ranks(kw["gpus"], kw["backend"], kw["timeout"], fault)

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Iterable, Optional, Union
 
 import click
 
-from ..outfile import Outputs
+from .outfile import Outputs
 from ..render import jsonout
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from ..results import Result
+    from .results import Result
 
 __all__ = ["Output", "emit", "notice", "machine", "console", "progress_bar", "json_option",
            "top_option", "out_option", "chrome_trace_option", "force_option"]

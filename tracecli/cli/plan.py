@@ -5,9 +5,9 @@ from __future__ import annotations
 import click
 
 from ..pipeline import compare_trace, plan_trace
-from ..results import CompareResult, PlanResult
+from .results import CompareResult, PlanResult
 from ..run import analyze_run
-from ..runplan import compare_run, plan_run
+from ..pipeline.runs import compare_run, plan_run
 from .group import cli
 from .inputs import load_trace, run_paths, session, trace_args
 from .options import compute_from, compute_options, cost_from, cost_options, load_options, \

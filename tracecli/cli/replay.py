@@ -6,13 +6,14 @@ from dataclasses import replace
 
 import click
 
-from .. import launch
-from ..pipeline import left_out_notice, replay_inputs, replay_job
-from ..results import DryRunResult, ReplayResult
-from ..session import STATE_DIR
+from ..pipeline import replay as replaying
+from ..pipeline.replay import replay_inputs, replay_job
+from ..planning.inputs import left_out_notice
+from .results import DryRunResult, ReplayResult
+from .session import STATE_DIR
 from .group import cli
 from .inputs import given, load_trace, say_notices, session, silent_rank, trace_args
-from .options import compute_from, compute_options, cost_from, launch_from, launch_options, \
+from .options import compute_from, compute_options, cost_from, ranks_from, process_options, \
     load_options, network_options, ranks_option, topology_from
 from .output import Output, chrome_trace_option, emit, force_option, json_option, notice, \
     out_option, progress_bar, top_option
@@ -26,7 +27,7 @@ from .strategy import STRATEGY_KEYS, strategy_from, strategy_options
 @ranks_option
 @network_options
 @compute_options
-@launch_options
+@process_options
 @click.option("--plan", "plan_file", metavar="PLAN.json", help="Replay a plan file instead of "
               "planning TRACE.")
 @click.option("--iters", type=click.IntRange(1, 100_000), default=20, show_default=True,
@@ -50,11 +51,11 @@ def replay(ctx, trace, fmt, sizes, step, plan_file, iters, warmup, baseline, dry
     plans the remembered trace.
     """
     output = Output.pop(kw)
-    asked = launch_from(kw)
+    asked = ranks_from(kw)
     if (topology_from(kw).given or kw["nccl_tests"]) and not given(ctx, "gpus") \
-            and not launch.in_torchrun():
+            and not replaying.in_torchrun():
         asked = replace(asked, gpus=cost_from({**kw, "gpus": None}).model().gpus)  # its ranks
-    world = launch.world_size(asked.gpus)
+    world = replaying.world_size(asked.gpus)
     quiet = silent_rank()
     say = (lambda text: None) if quiet else notice
     if trace is not None and plan_file:
@@ -72,7 +73,7 @@ def replay(ctx, trace, fmt, sizes, step, plan_file, iters, warmup, baseline, dry
                  kw["nccl_log"])
     options = strategy_from(kw)
     if plan_file:
-        inp, fixed, options = launch.plan_file_inputs(plan_file)
+        inp, fixed, options = replaying.plan_file_inputs(plan_file)
     else:
         path, fmt, sizes, step, _ = trace_args(ctx, trace, fmt, sizes, step, "replaying")
         t = load_trace(path, fmt, sizes, step, quiet=output.as_json or quiet)
@@ -80,15 +81,15 @@ def replay(ctx, trace, fmt, sizes, step, plan_file, iters, warmup, baseline, dry
         say(left_out_notice(inp))
     job = replay_job(inp, kw["strategy"], options, cost_from(kw, world), iters, warmup, fixed,
                      baseline)
-    ready, backend_notice = launch.replay_launch(job, asked, kw["oversubscribe"], plan_file)
+    ready, backend_notice = replaying.replay_ranks(job, asked, kw["oversubscribe"], plan_file)
     if dry_run:
-        cost, cost_notice = launch.dry_run_cost(job, world)
+        cost, cost_notice = replaying.dry_run_cost(job, world)
         say(cost_notice)
         result = DryRunResult(job.plan(cost), world, ready.backend, iters, warmup)
         emit(result, output)  # nothing ran: it has no --out or --chrome-trace to write
         return
     say(backend_notice)
     with progress_bar(not output.as_json and not quiet) as progress:
-        report = launch.verified_replay(job, ready, progress)
+        report = replaying.verified_replay(job, ready, progress)
     if report is not None:  # None: a torchrun rank other than 0
         emit(ReplayResult(report), output)

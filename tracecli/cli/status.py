@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..results import StatusResult
+from .results import StatusResult
 from .group import cli
 from .inputs import session
 from .output import Output, emit, json_option

@@ -106,7 +106,7 @@ class AlphaBeta:
         mape = (self.fit or {}).get("mape_pct")
         if mape is None:
             return None
-        return ErrorBand(-mape / 100.0, mape / 100.0, f"the fit's mean |error| over its points")
+        return ErrorBand(-mape / 100.0, mape / 100.0, "the fit's mean |error| over its points")
 
     def summary(self) -> str:
         """``name algorithm, alpha .. us, bus bandwidth .. GB/s — source``: one flat line."""

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
-from ..session import STATE_DIR, Session
+if TYPE_CHECKING:
+    from ..cli.session import Session
 
 __all__ = ["status_lines"]
 
@@ -17,10 +19,10 @@ def _knobs_of(strategy: str) -> set[str]:
     return {k.name for k in (spec.knobs if spec is not None else KNOBS)}
 
 
-def status_lines(session: Session) -> list[str]:
+def status_lines(session: "Session") -> list[str]:
     """The remembered trace (checked against its file), its options, the remembered plan
     with the options its strategy reads, and how to reset."""
-    where = os.path.abspath(STATE_DIR)
+    where = os.path.abspath(session.state_file.parent)
     if session.trace is None:
         return [f"no trace remembered in {where}: run tracecli inspect TRACE"]
     state = session.trace_state()

@@ -17,7 +17,7 @@ import torch
 
 from ..model import CollectiveKind
 from ..planning.planfile import REPLAYABLE_DTYPES
-from .runs import BufferInfo
+from .records import BufferInfo
 
 __all__ = ["BucketBuffer", "DTYPES", "KINDS", "pattern"]
 

@@ -19,7 +19,7 @@ from typing import Sequence
 import torch
 
 from .buckets import BucketBuffer
-from .runs import Schedule, StepTimes
+from .records import Schedule, StepTimes
 
 __all__ = ["Schedule", "StepTimes", "CpuStep", "CudaStep", "fill", "verify"]
 

@@ -25,7 +25,7 @@ from typing import Any, Callable, Optional, Union
 
 import torch
 
-from .jobs import Launch
+from .jobs import Ranks
 from .rankwork import Progress, rank_work
 
 __all__ = ["FakeWorld", "FakeComm", "Done", "run_fake"]
@@ -134,20 +134,20 @@ class FakeComm:
         return [pickle.loads(p) for p in parts] if self.rank == 0 else None
 
 
-def run_fake(job, world: Union[int, FakeWorld], launch: Optional[Launch] = None,
+def run_fake(job, world: Union[int, FakeWorld], ranks: Optional[Ranks] = None,
              progress: Progress = None, backend: str = "fake") -> Any:
     """Run :func:`~.rankwork.rank_work` of ``job`` on every rank of ``world`` (a rank count
     or a :class:`FakeWorld`), each rank a thread on the CPU; rank 0's result. A rank that
     raises breaks the rendezvous, and its error is raised here."""
     fake = world if isinstance(world, FakeWorld) else FakeWorld(world)
-    launch = launch or Launch(gpus=fake.world, backend="gloo")
+    ranks = ranks or Ranks(gpus=fake.world, backend="gloo")
     device = torch.device("cpu")
     results: list[Any] = [None] * fake.world
     errors: list[tuple[int, BaseException]] = []
 
     def one(rank: int) -> None:
         try:
-            results[rank] = rank_work(job, fake.comm(rank), device, backend, launch,
+            results[rank] = rank_work(job, fake.comm(rank), device, backend, ranks,
                                       progress if rank == 0 else None)
         except BaseException as exc:  # noqa: BLE001 - raised by the caller's thread
             errors.append((rank, exc))

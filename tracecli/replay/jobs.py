@@ -10,7 +10,7 @@ from ..planning import StrategyOptions
 from ..planning.base import FixedPlan, PlanInput
 from ..planning.plan import BucketPlan, fixed_plan, make_plan
 
-__all__ = ["Fault", "Launch", "Sweep", "ReplayJob", "CalibrationJob", "BACKENDS", "FAULT_MODES"]
+__all__ = ["Fault", "Ranks", "Sweep", "ReplayJob", "CalibrationJob", "BACKENDS", "FAULT_MODES"]
 
 BACKENDS = ("auto", "nccl", "gloo")
 FAULT_MODES = ("raise", "exit", "hang")
@@ -25,7 +25,7 @@ class Fault:
 
 
 @dataclass(frozen=True)
-class Launch:
+class Ranks:
     """Where and how ranks run."""
 
     gpus: int = 2

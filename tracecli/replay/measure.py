@@ -31,7 +31,7 @@ import torch
 from ..costs import ProfilePoint, trimmed_mean
 from ..model import CollectiveKind
 from .buckets import BucketBuffer
-from .runs import Schedule
+from .records import Schedule
 
 __all__ = ["measure", "slowest", "GAP_MS"]
 

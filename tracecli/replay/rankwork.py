@@ -17,17 +17,17 @@ import torch
 from ..costs import MEASURED_KIND, ProfilePoint, fit_ring, fitted_model, monotone
 from .buckets import BucketBuffer
 from .emulator import CpuStep, CudaStep, fill, verify
-from .jobs import CalibrationJob, Launch, ReplayJob, Sweep
+from .jobs import CalibrationJob, Ranks, ReplayJob, Sweep
 from .measure import GAP_MS, measure, slowest
-from .runs import InPlaceCalibration, RankResult, ReplayRun, Schedule, StepTimes, SweepRun
+from .records import InPlaceCalibration, RankResult, ReplayRun, Schedule, StepTimes, SweepRun
 
 __all__ = ["rank_work", "Progress"]
 
 Progress = Optional[Callable[[str, int, int], None]]
 
 
-def _fault(launch: Launch, rank: int) -> None:
-    fault = launch.fault
+def _fault(ranks: Ranks, rank: int) -> None:
+    fault = ranks.fault
     if fault is None or fault.rank != rank:
         return
     if fault.mode == "raise":
@@ -39,17 +39,17 @@ def _fault(launch: Launch, rank: int) -> None:
             time.sleep(1)
 
 
-def rank_work(job, comm, device: torch.device, backend: str, launch: Launch,
+def rank_work(job, comm, device: torch.device, backend: str, ranks: Ranks,
               progress: Progress = None) -> Optional[ReplayRun | SweepRun]:
     """Calibrate or replay ``job`` on this rank of ``comm`` (a :class:`~.comm.Comm`).
     Rank 0 returns the run (:class:`~.runs.ReplayRun` or :class:`~.runs.SweepRun`), other
     ranks ``None``."""
     world = comm.world
     if isinstance(job, CalibrationJob):
-        points = _calibrate(job.sweep, comm, device, backend, launch, progress)
+        points = _calibrate(job.sweep, comm, device, backend, ranks, progress)
         return _gather(points, comm, lambda parts: SweepRun(
             tuple(parts[0]), _device_name(device), backend, world))
-    return _replay(job, comm, device, backend, launch, progress)
+    return _replay(job, comm, device, backend, ranks, progress)
 
 
 def _device_name(device: torch.device) -> str:
@@ -89,13 +89,13 @@ def _sweep_buffers(sizes, world: int, device) -> list[BucketBuffer]:
     return [BucketBuffer(size, "float32", MEASURED_KIND, world, device) for size in sizes]
 
 
-def _calibrate(sweep: Sweep, comm, device, backend: str, launch: Launch,
+def _calibrate(sweep: Sweep, comm, device, backend: str, ranks: Ranks,
                progress: Progress) -> list[ProfilePoint]:
     """``calibrate``: every sweep size timed in a replay's conditions (see :mod:`.measure`)."""
     buffers = _sweep_buffers(sweep.sizes(), comm.world, device)
     return measure(lambda pool: _step(pool, comm, device, backend), buffers, range(len(buffers)),
                    comm, device, sweep.iters, sweep.warmup,
-                   before_round=lambda r: _fault(launch, comm.rank) if r == 1 else None,
+                   before_round=lambda r: _fault(ranks, comm.rank) if r == 1 else None,
                    on_round=(lambda done, total: progress("calibrate", done, total)) if progress else None)
 
 
@@ -130,7 +130,7 @@ def _model(points: list[ProfilePoint], world: int, backend: str, what: str):
     return model, fit
 
 
-def _calibrate_in_place(job: ReplayJob, comm, device, backend: str, launch: Launch,
+def _calibrate_in_place(job: ReplayJob, comm, device, backend: str, ranks: Ranks,
                         progress: Progress):
     """The replay's own cost model: the plan's bucket sizes measured on the replay's own
     buffers, interleaved with a sweep (for the line and for sizes between), in the replay's
@@ -141,7 +141,7 @@ def _calibrate_in_place(job: ReplayJob, comm, device, backend: str, launch: Laun
     sweep = _sweep_buffers(job.sweep.sizes(), world, device)
     make = lambda pool: _step(pool, comm, device, backend)  # noqa: E731
     first = measure(make, sweep, range(len(sweep)), comm, device, rounds=2, warmup=1,
-                    before_round=lambda r: _fault(launch, comm.rank) if r == 1 else None)
+                    before_round=lambda r: _fault(ranks, comm.rank) if r == 1 else None)
     cost, _ = _model(first, world, backend, "a sweep")
     points: dict[int, ProfilePoint] = {}
     plan = job.plan(cost)
@@ -170,12 +170,12 @@ def _calibrate_in_place(job: ReplayJob, comm, device, backend: str, launch: Laun
     return cost, plan, calibration
 
 
-def _replay(job: ReplayJob, comm, device, backend: str, launch: Launch,
+def _replay(job: ReplayJob, comm, device, backend: str, ranks: Ranks,
             progress: Progress) -> Optional[ReplayRun]:
     rank, world = comm.rank, comm.world
     calibration = None
     if job.cost is None:
-        cost, plan, calibration = _calibrate_in_place(job, comm, device, backend, launch, progress)
+        cost, plan, calibration = _calibrate_in_place(job, comm, device, backend, ranks, progress)
     else:  # every rank computes the same plan from the same inputs: pure functions
         cost = job.cost
         plan = job.plan(cost)
@@ -192,7 +192,7 @@ def _replay(job: ReplayJob, comm, device, backend: str, launch: Launch,
     total = job.warmup + job.iters
     for it in range(total):
         if it == 1 and job.cost is not None:
-            _fault(launch, rank)
+            _fault(ranks, rank)
         fill(buffers, rank)
         times = step.run(schedule)
         verified = verify(buffers) and verified

@@ -14,7 +14,7 @@ from typing import Any, Optional
 from ..costs import trimmed_mean
 from ..planning.plan import BucketPlan
 from .jobs import ReplayJob
-from .runs import BufferInfo, InPlaceCalibration, ReplayRun
+from .records import BufferInfo, InPlaceCalibration, ReplayRun
 
 __all__ = ["MeasuredBucket", "MeasuredRun", "ReplayInfo", "ReplayReport", "replay_report",
            "p90"]

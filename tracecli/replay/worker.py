@@ -16,9 +16,9 @@ import torch
 import torch.distributed as dist
 
 from .comm import TorchComm
-from .jobs import Launch
+from .jobs import Ranks
 from .rankwork import Progress, rank_work
-from .runs import ReplayRun, SweepRun
+from .records import ReplayRun, SweepRun
 
 __all__ = ["spawn_main", "run_rank"]
 
@@ -42,7 +42,7 @@ def local_store(rank: int, world: int, port: int, timeout_s: float):
     return store, listener
 
 
-def spawn_main(rank: int, world: int, port: int, backend: str, job, launch: Launch, queue) -> None:
+def spawn_main(rank: int, world: int, port: int, backend: str, job, ranks: Ranks, queue) -> None:
     """Entry point of a spawned rank (through :mod:`.child`): results, progress and errors
     go through ``queue``; every socket it opens is on the loopback interface."""
     os.environ.update({"MASTER_ADDR": LOOPBACK, "MASTER_PORT": str(port),
@@ -52,8 +52,8 @@ def spawn_main(rank: int, world: int, port: int, backend: str, job, launch: Laun
         def progress(stage: str, done: int, total: int) -> None:
             queue.put(("progress", stage, done, total))
 
-        store, _listener = local_store(rank, world, port, launch.timeout_s)
-        payload = run_rank(rank, world, rank, backend, job, launch, progress if rank == 0 else None,
+        store, _listener = local_store(rank, world, port, ranks.timeout_s)
+        payload = run_rank(rank, world, rank, backend, job, ranks, progress if rank == 0 else None,
                            store)
         if rank == 0:
             queue.put(("result", payload))
@@ -67,7 +67,7 @@ def spawn_main(rank: int, world: int, port: int, backend: str, job, launch: Laun
     os._exit(code)
 
 
-def run_rank(rank: int, world: int, local_rank: int, backend: str, job, launch: Launch,
+def run_rank(rank: int, world: int, local_rank: int, backend: str, job, ranks: Ranks,
              progress: Progress = None, store=None) -> Optional[ReplayRun | SweepRun]:
     """One rank's work in a process group it joins and leaves; ``store``: the rendezvous
     (None under torchrun: its environment). Rank 0 returns the run
@@ -77,11 +77,11 @@ def run_rank(rank: int, world: int, local_rank: int, backend: str, job, launch: 
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
     dist.init_process_group(backend, rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=launch.timeout_s),
+                            timeout=datetime.timedelta(seconds=ranks.timeout_s),
                             **({"store": store} if store is not None else {}),
                             **({"device_id": device} if backend == "nccl" else {}))
     try:
-        return rank_work(job, TorchComm(rank, world, backend, device), device, backend, launch,
+        return rank_work(job, TorchComm(rank, world, backend, device), device, backend, ranks,
                          progress)
     finally:
         dist.destroy_process_group()

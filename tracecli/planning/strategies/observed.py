@@ -1,7 +1,7 @@
 """``observed``: the buckets a profiled run used, with the times it measured.
 
 Nothing is predicted: the pipeline builds this plan from the trace's own collectives
-(:mod:`..asrun`); its spec is in the registry so the CLI offers it and dispatch asks the
+(:mod:`..observed`); its spec is in the registry so the CLI offers it and dispatch asks the
 spec (``from_run``), not the name.
 """
 

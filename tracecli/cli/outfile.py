@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterable, Optional
 
-from .errors import OutputError
+from ..errors import OutputError
 
 __all__ = ["Outputs", "atomic_write"]
 

@@ -17,9 +17,9 @@ import re
 from typing import Any, Iterator
 from xml.sax.saxutils import escape, quoteattr
 
-from .model import EdgeKind, Trace
-from .model.graph import edge_entry, jsonable, node_entry, plain
-from .render.jsonout import COMPACT
+from ..model import EdgeKind, Trace
+from ..model.graph import edge_entry, jsonable, node_entry, plain
+from .jsonout import COMPACT
 
 __all__ = ["node_link_chunks", "graphml_chunks"]
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable, Optional, Union
 
-from .render import jsonout
+from ..render import jsonout
 
 if TYPE_CHECKING:
-    from .model import Trace
-    from .pipeline import Inspected, Planned
-    from .planning.plan import BucketPlan
-    from .run import RunReport
+    from ..model import Trace
+    from ..pipeline import Inspected, Planned
+    from ..planning.plan import BucketPlan
+    from ..run import RunReport
     from .session import Session
 
 __all__ = ["Result", "InspectResult", "RunResult", "RunExportResult", "ExportResult",
@@ -57,7 +57,7 @@ class InspectResult(Result):
         return jsonout.inspect_json(i.trace, i.ready, i.sizes, i.details, i.source)
 
     def view(self, top=None):
-        from .render.tables import inspect_view
+        from ..render.tables import inspect_view
 
         i = self.inspected
         return inspect_view(i.trace, i.ready, i.sizes, top=top, per_gradient=self.per_gradient,
@@ -71,17 +71,17 @@ class RunResult(Result):
         self.report = report
 
     def json_text(self) -> str:
-        from .render.run import run_json
+        from ..render.run import run_json
 
         return jsonout.dumps(run_json(self.report))
 
     def view(self, top=None):
-        from .render.run import run_view
+        from ..render.run import run_view
 
         return run_view(self.report, top)
 
     def chrome_trace(self):
-        from .render.run import run_chrome_trace
+        from ..render.run import run_chrome_trace
 
         return run_chrome_trace(self.report)
 
@@ -96,7 +96,7 @@ class RunExportResult(RunResult):
         return ""
 
     def file_text(self):
-        from .render.run import run_chrome_trace
+        from ..render.run import run_chrome_trace
 
         return jsonout.dumps(run_chrome_trace(self.report))
 
@@ -108,7 +108,7 @@ class ExportResult(Result):
         self.trace, self.to = trace, to
 
     def file_text(self):
-        from .export import graphml_chunks, node_link_chunks
+        from ..render.graph import graphml_chunks, node_link_chunks
 
         return node_link_chunks(self.trace) if self.to == "json" else graphml_chunks(self.trace)
 
@@ -131,17 +131,17 @@ class PlanResult(Result):
         return self.plan_text
 
     def view(self, top=None):
-        from .render.plans import plan_view
+        from ..render.plans import plan_view
 
         return plan_view(self.plan, top)
 
     def lines(self):
-        from .render.plans import plan_advice
+        from ..render.plans import plan_advice
 
         return plan_advice(self.plan, self.planned.trace.abilities.framework)
 
     def chrome_trace(self):
-        from .render.plans import plan_chrome_trace
+        from ..render.plans import plan_chrome_trace
 
         return plan_chrome_trace(self.plan, self.planned.backward_names())
 
@@ -157,12 +157,12 @@ class CompareResult(PlanResult):
         return jsonout.dumps(jsonout.compare_doc(self.planned.rows))
 
     def view(self, top=None):
-        from .render.plans import compare_view
+        from ..render.plans import compare_view
 
         return compare_view(self.planned.rows, self.plan)
 
     def lines(self):
-        from .render.plans import compare_advice
+        from ..render.plans import compare_advice
 
         return compare_advice(self.planned.rows, self.planned.trace.abilities.framework)
 
@@ -178,7 +178,7 @@ class DryRunResult(Result):
         return jsonout.dumps(self.plan.to_json())
 
     def view(self, top=None):
-        from .render.plans import plan_view
+        from ..render.plans import plan_view
 
         return plan_view(self.plan, top)
 
@@ -200,12 +200,12 @@ class ReplayResult(Result):
         return self._text
 
     def view(self, top=None):
-        from .render.replay import replay_view
+        from ..render.replay import replay_view
 
         return replay_view(self.report, top)
 
     def chrome_trace(self):
-        from .render.replay import replay_chrome_trace
+        from ..render.replay import replay_chrome_trace
 
         return replay_chrome_trace(self.report)
 
@@ -222,7 +222,7 @@ class CalibrationResult(Result):
     def json_text(self) -> str:
         doc = self.report.to_json()
         if self.nccl is not None:  # what NCCL's model predicts at each measured size
-            from .model import CollectiveKind
+            from ..model import CollectiveKind
 
             k = CollectiveKind.ALL_REDUCE
             doc["nccl_model"] = {"summary": self.nccl.summary(), "topology": self.nccl.topology_doc(),
@@ -233,7 +233,7 @@ class CalibrationResult(Result):
         return jsonout.dumps(doc)
 
     def view(self, top=None):
-        from .render.replay import calibration_view
+        from ..render.replay import calibration_view
 
         return calibration_view(self.report, self.nccl)
 
@@ -251,7 +251,7 @@ class StatusResult(Result):
         return jsonout.dumps(self.session.to_json())
 
     def lines(self):
-        from .render.status import status_lines
+        from ..render.status import status_lines
 
         return status_lines(self.session)
 
@@ -270,6 +270,6 @@ class CollectiveResult(Result):
             "rows": [r.to_json(self.measured is not None) for r in self.rows]})
 
     def view(self, top=None):
-        from .render.collective import collective_view
+        from ..render.collective import collective_view
 
         return collective_view(self.op, self.model, self.rows, self.measured)

@@ -2,7 +2,7 @@
 
 ``--gpus N`` spawns N local ranks talking over 127.0.0.1; under ``torchrun`` (RANK,
 WORLD_SIZE, MASTER_ADDR set) this process joins that world instead. A rank that raises,
-exits or hangs (a collective times out after ``Launch.timeout_s``) stops every rank:
+exits or hangs (a collective times out after ``Ranks.timeout_s``) stops every rank:
 SIGTERM, then SIGKILL after a short grace, and one message naming the rank and why.
 """
 
@@ -16,9 +16,9 @@ import time
 from typing import Callable, Optional
 
 from ..errors import ReplayError, ReplayUnavailableError
-from .jobs import Launch
+from .jobs import Ranks
 
-__all__ = ["require_torch", "resolve_backend", "in_torchrun", "launch", "GRACE_S",
+__all__ = ["require_torch", "resolve_backend", "in_torchrun", "start", "GRACE_S",
            "check_capacity", "cpu_rank_bound"]
 
 GRACE_S = 3.0
@@ -44,14 +44,14 @@ def in_torchrun() -> bool:
     return all(k in os.environ for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))
 
 
-def resolve_backend(launch: Launch) -> tuple[str, Optional[str]]:
+def resolve_backend(ranks: Ranks) -> tuple[str, Optional[str]]:
     """(backend, notice): auto is NCCL when enough CUDA devices are visible, else gloo."""
     torch = require_torch()
     import torch.distributed as dist
 
     visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    local = int(os.environ.get("LOCAL_WORLD_SIZE", launch.gpus)) if in_torchrun() else launch.gpus
-    if launch.backend == "nccl":
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", ranks.gpus)) if in_torchrun() else ranks.gpus
+    if ranks.backend == "nccl":
         if not dist.is_nccl_available():
             raise ReplayUnavailableError("this torch build has no NCCL; use --backend gloo")
         if visible < local:
@@ -59,7 +59,7 @@ def resolve_backend(launch: Launch) -> tuple[str, Optional[str]]:
                                          f"on this node, {visible} visible; lower --gpus or use "
                                          "--backend gloo")
         return "nccl", None
-    if launch.backend == "gloo":
+    if ranks.backend == "gloo":
         return "gloo", None
     if visible >= local and dist.is_nccl_available():
         return "nccl", None
@@ -127,7 +127,7 @@ def _root_cause(errors: list[tuple[int, str]]) -> tuple[int, str]:
     return errors[0]
 
 
-def launch(job, settings: Launch, progress: Progress = None):
+def start(job, settings: Ranks, progress: Progress = None):
     """Run ``job`` on ``settings.gpus`` ranks (or in the torchrun world); rank 0's payload.
 
     In a torchrun world every process calls this; ranks other than 0 return ``None``.

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from .errors import SessionError, TraceCliError
+from ..errors import SessionError, TraceCliError
 from .outfile import atomic_write
 
 __all__ = ["Session", "RememberedTrace", "STATE_DIR", "STATE_FORMAT"]

@@ -15,16 +15,20 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Optional, Union
 
-from .analysis.observed import measured_allreduces
-from .costs import CostModel, fit_ring
-from .errors import CalibrationError, CostModelError, PlanError
-from .model import Trace
-from .pipeline import ComputeRequest, CostRequest, Planned, as_run, compare_trace, plan_trace
-from .planning import StrategyOptions
-from .planning.asrun import RunBucket, as_run_plan
-from .planning.plan import BucketPlan, CompareRow
-from .run import RunReport
-from .run.transfer import without_waits
+from ..analysis.observed import measured_allreduces
+from ..costs import CostModel, fit_ring
+from ..errors import CalibrationError, CostModelError, PlanError
+from ..model import Trace
+from .compute import ComputeRequest
+from .cost import CostRequest
+from .observed import as_run
+from .planned import Planned
+from .trace import compare_trace, plan_trace
+from ..planning import StrategyOptions
+from ..planning.observed import RunBucket, as_run_plan
+from ..planning.plan import BucketPlan, CompareRow
+from ..run import RunReport
+from ..run.transfer import without_waits
 
 __all__ = ["run_trace", "plan_run", "compare_run", "fit_quality"]
 

@@ -137,3 +137,29 @@ def test_op_times_naming_nothing_in_the_trace(vgg, tmp_path, doc, words):
     with pytest.raises(CalibrationError, match=words) as err:
         compute_profile(trace, ready, "v100", load_op_times(path))
     assert str(err.value).startswith(f"{path}:1:")
+
+
+def test_forward_is_timed_op_by_op_where_the_source_can(vgg):
+    """Roofline (Chainer) and profiled (Kineto) forward come per op, summing to forward;
+    an op list has only --forward-ms or half of backward, so no per-op forward."""
+    trace, ready = vgg
+    p = compute_profile(trace, ready, "h100")
+    forward_ops = [op.id for op in trace.ops() if op.kind.value == "forward"]
+    assert [op_id for op_id, _ in p.forward] == forward_ops
+    assert sum(ms for _, ms in p.forward) == pytest.approx(p.forward_ms, rel=1e-9)
+    scaled = compute_profile(trace, ready, "h100", backward_ms=50.0, forward_ms=20.0)
+    assert sum(ms for _, ms in scaled.forward) == pytest.approx(20.0)
+    profiled = load_trace(FIXTURES / "kineto" / "mlp_default.json.gz")
+    q = compute_profile(profiled, readiness(profiled))
+    assert q.forward and all(ms >= 0 for _, ms in q.forward)
+    assert sum(ms for _, ms in q.forward) == pytest.approx(q.forward_ms, rel=1e-6)
+    op_list = load_trace(RESNET)
+    assert compute_profile(op_list, readiness(op_list), backward_ms=100.0).forward == ()
+
+
+def test_ready_at_clamps_past_the_last_backward_op(vgg):
+    trace, ready = vgg
+    p = compute_profile(trace, ready, "h100")
+    times = p.ready_times()
+    assert p.ready_at(0) == times[0] == p.forward_ms
+    assert p.ready_at(len(times) + 5) == times[-1]

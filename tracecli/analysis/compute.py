@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Callable, NamedTuple, Optional
 
 from ..errors import CalibrationError, PlanError, excerpt
@@ -74,12 +75,19 @@ DEVICES: dict[str, Device] = {d.name: d for d in (
 )}
 
 
-class ComputeProfile(NamedTuple):
+@dataclass(frozen=True)
+class ComputeProfile:
+    """The step's compute: ``forward_ms`` until backward starts, then each backward op's
+    ``(op id, ms)`` in execution order; ``forward`` holds each forward op's ``(op id, ms)``
+    where the source times forward op by op (a roofline estimate, a profiled run), ``()``
+    where forward is known only as a whole."""
+
     forward_ms: float
-    backward: tuple[tuple[str, float], ...]  # (op id, ms) in backward execution order
+    backward: tuple[tuple[str, float], ...]
     source: str
     update_ms: Optional[float] = None  # the optimizer step, where the trace records it
     tail_ms: float = 0.0  # backward work after the last op's end (hooks, the engine's callbacks)
+    forward: tuple[tuple[str, float], ...] = ()
 
     @property
     def backward_ms(self) -> float:
@@ -88,14 +96,24 @@ class ComputeProfile(NamedTuple):
     @property
     def backward_end_ms(self) -> float:
         """ms from the step's start when backward is over."""
-        return self.ready_times()[-1] + self.tail_ms
+        return self._times[-1] + self.tail_ms
 
-    def ready_times(self) -> list[float]:
-        """``ready_times()[k]``: ms from step start when ``k`` backward ops have run."""
+    @cached_property
+    def _times(self) -> tuple[float, ...]:
         times = [self.forward_ms]
         for _, ms in self.backward:
             times.append(times[-1] + ms)
-        return times
+        return tuple(times)
+
+    def ready_times(self) -> list[float]:
+        """``ready_times()[k]``: ms from step start when ``k`` backward ops have run."""
+        return list(self._times)
+
+    def ready_at(self, position: int) -> float:
+        """ms from step start when the backward op at ``position`` (its place in backward
+        order, as :attr:`~.readiness.GradientReady.backward_position` counts) has run; a
+        position past the last op is backward's last op."""
+        return self._times[min(position, len(self._times) - 1)]
 
 
 def _resolve(times: OpTimes, trace: Trace, order: list[str]) -> tuple[dict[str, float], dict[str, float]]:
@@ -126,6 +144,74 @@ def _resolve(times: OpTimes, trace: Trace, order: list[str]) -> tuple[dict[str, 
     return ops_ms, layers_ms
 
 
+class _Estimate(NamedTuple):
+    """What the trace's own source says: backward op -> ms, forward (a whole, and per op where
+    known), the optimizer step, backward's tail, and the source's words."""
+
+    backward: dict[str, float]
+    forward_ms: Optional[float]
+    forward: tuple[tuple[str, float], ...]
+    update_ms: Optional[float]
+    tail_ms: float
+    source: str
+
+
+def _estimate(trace: Trace, order: list[str], dev: Device, backward_ms: Optional[float],
+              op_times: Optional[OpTimes]) -> _Estimate:
+    how = trace.abilities.compute
+    if how is ComputeSource.ROOFLINE:
+        costs = op_costs(trace)
+        ms = dev.timer("float32")
+        est = {op_id: ms(*costs[op_id]) for op_id in order}
+        forward = tuple((op.id, ms(*costs[op.id])) for op in trace.ops() if op.kind is OpKind.FORWARD)
+        fwd = sum(t for _, t in forward)
+        return _Estimate(est, fwd, forward, None, 0.0, f"roofline estimate on {dev.name} ({dev.source})")
+    if how is ComputeSource.MEASURED:
+        fwd, est = _measured(trace, order)
+        step, tail = trace.step, 0.0
+        if step is not None and step.backward_end_ms is not None:
+            tail = max(step.backward_end_ms - fwd - sum(est.values()), 0.0)
+        return _Estimate(est, fwd, _measured_forward(trace, fwd),
+                         step.update_ms if step is not None else None, tail,
+                         "measured in the trace" + (f" ({step.label})" if step is not None else ""))
+    if backward_ms is None and op_times is None:
+        raise PlanError("an op list carries no timings; pass --backward-ms MS (your measured "
+                        "backward time) or --op-times FILE", path=trace.path)
+    return _Estimate({op_id: 1.0 for op_id in order}, None, (), None, 0.0,
+                     "backward ops share the backward time evenly (op list without timings)")
+
+
+def _with_op_times(trace: Trace, order: list[str], times: dict[str, float],
+                   op_times: OpTimes) -> int:
+    """Put the timing file's ms into ``times`` (per op, or a layer's shared by its ops);
+    returns how many backward ops it timed."""
+    ops_ms, layers_ms = _resolve(op_times, trace, order)
+    by_layer: dict[str, list[str]] = {}
+    for op_id in order:
+        layer = trace.op(op_id).layer
+        if layer is not None:
+            by_layer.setdefault(layer, []).append(op_id)
+    overridden = 0
+    for layer, ms in layers_ms.items():
+        for op_id in by_layer[layer]:
+            times[op_id] = ms / len(by_layer[layer])
+            overridden += 1
+    for op_id, ms in ops_ms.items():
+        if op_id in times:
+            times[op_id] = ms
+            overridden += 1
+    return overridden
+
+
+def _scaled(forward: tuple[tuple[str, float], ...], total: Optional[float]) -> tuple[tuple[str, float], ...]:
+    """Per-op forward times in their proportions, summing to ``total`` (``()`` when they
+    cannot: no ops, no time)."""
+    whole = sum(t for _, t in forward)
+    if not forward or total is None or whole <= 0:
+        return ()
+    return tuple((op_id, t * total / whole) for op_id, t in forward)
+
+
 def compute_profile(
     trace: Trace,
     ready: Readiness,
@@ -141,47 +227,12 @@ def compute_profile(
         if value is not None and (not math.isfinite(value) or value < 0):
             raise PlanError(f"{flag} must be a non-negative number")
     order = list(ready.backward_ops)
-    dev = DEVICES[device]
-    how = trace.abilities.compute
-    update, tail = None, 0.0
-    if how is ComputeSource.ROOFLINE:
-        costs = op_costs(trace)
-        ms = dev.timer("float32")
-        est = {op_id: ms(*costs[op_id]) for op_id in order}
-        forward = OpKind.FORWARD
-        fwd = sum(ms(*costs[op.id]) for op in trace.ops() if op.kind is forward)
-        source = f"roofline estimate on {dev.name} ({dev.source})"
-    elif how is ComputeSource.MEASURED:
-        fwd, est = _measured(trace, order)
-        step = trace.step
-        update = step.update_ms if step is not None else None
-        if step is not None and step.backward_end_ms is not None:
-            tail = max(step.backward_end_ms - fwd - sum(est.values()), 0.0)
-        source = "measured in the trace" + (f" ({step.label})" if step is not None else "")
-    else:
-        if backward_ms is None and op_times is None:
-            raise PlanError("an op list carries no timings; pass "
-                            "--backward-ms MS (your measured backward time) or --op-times FILE", path=trace.path)
-        est = {op_id: 1.0 for op_id in order}
-        fwd = None
-        source = "backward ops share the backward time evenly (op list without timings)"
+    e = _estimate(trace, order, DEVICES[device], backward_ms, op_times)
+    est, fwd, source = e.backward, e.forward_ms, e.source
     times = dict(est)
     overridden = 0
     if op_times is not None:
-        ops_ms, layers_ms = _resolve(op_times, trace, order)
-        by_layer: dict[str, list[str]] = {}
-        for op_id in order:
-            layer = trace.op(op_id).layer
-            if layer is not None:
-                by_layer.setdefault(layer, []).append(op_id)
-        for layer, ms in layers_ms.items():
-            for op_id in by_layer[layer]:
-                times[op_id] = ms / len(by_layer[layer])
-                overridden += 1
-        for op_id, ms in ops_ms.items():
-            if op_id in times:
-                times[op_id] = ms
-                overridden += 1
+        overridden = _with_op_times(trace, order, times, op_times)
         if op_times.forward_ms is not None:
             fwd = op_times.forward_ms
         source = f"timing file {op_times.path} ({overridden} of {len(order)} backward ops); " \
@@ -196,7 +247,7 @@ def compute_profile(
             for op_id in scalable:
                 times[op_id] *= scale
         source += f"; scaled to --backward-ms {backward_ms:g}"
-        if fwd is not None and how is ComputeSource.ROOFLINE and forward_ms is None:
+        if fwd is not None and trace.abilities.compute is ComputeSource.ROOFLINE and forward_ms is None:
             fwd *= scale if scalable and total > 0 else 1.0
     if forward_ms is not None:
         fwd = forward_ms
@@ -204,10 +255,9 @@ def compute_profile(
     elif fwd is None:
         fwd = sum(times.values()) / 2.0
         source += "; forward taken as half of backward (no forward timing)"
-    if backward_ms is not None or (op_times is not None and overridden):
-        tail = 0.0  # the given times replace the recorded ones
+    tail = 0.0 if backward_ms is not None or (op_times is not None and overridden) else e.tail_ms
     return ComputeProfile(float(fwd), tuple((op_id, float(times[op_id])) for op_id in order), source,
-                          update, tail)
+                          e.update_ms, tail, _scaled(e.forward, float(fwd)))
 
 
 def _measured(trace: Trace, order: list[str]) -> tuple[float, dict[str, float]]:
@@ -228,3 +278,18 @@ def _measured(trace: Trace, order: list[str]) -> tuple[float, dict[str, float]]:
         times[op.id] = max(end - clock, 0.0)
         clock = max(clock, end)
     return forward, times
+
+
+def _measured_forward(trace: Trace, forward_ms: float) -> tuple[tuple[str, float], ...]:
+    """Each recorded forward op's share of forward: from the end of the op before it (the
+    step's start for the first) to its own end; the last one's runs to backward's start."""
+    clock, shares = 0.0, []
+    for op in trace.ops():
+        if op.kind is not OpKind.FORWARD or op.start_ms is None or op.dur_ms is None:
+            continue
+        end = min(op.start_ms + op.dur_ms, forward_ms)
+        shares.append([op.id, max(end - clock, 0.0)])
+        clock = max(clock, end)
+    if shares:
+        shares[-1][1] += max(forward_ms - clock, 0.0)
+    return tuple((op_id, ms) for op_id, ms in shares)

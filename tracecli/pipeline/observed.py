@@ -72,7 +72,6 @@ def _measured(b, inp: PlanInput, members: tuple[int, ...]) -> RunBucket:
 def _bucket_level(trace: Trace, ready: Readiness, profile: ComputeProfile, run: ObservedRun,
                   update: float) -> tuple[PlanInput, list[RunBucket]]:
     """Without gradient sizes: one planning unit per as-run bucket (its all-reduce's size)."""
-    times = profile.ready_times()
     grads, buckets, counts = [], [], []
     for k, b in enumerate(run.buckets):
         c = b.collective
@@ -80,7 +79,7 @@ def _bucket_level(trace: Trace, ready: Readiness, profile: ComputeProfile, run: 
             raise PlanError("the trace records neither gradient shapes nor "
                             "all-reduce sizes; " + trace.abilities.sizes_hint, path=trace.path)
         first, last = ready.gradients[b.members[0]], ready.gradients[b.members[-1]]
-        at = max(times[min(ready.gradients[i].backward_position, len(times) - 1)] for i in b.members)
+        at = max(profile.ready_at(ready.gradients[i].backward_position) for i in b.members)
         label = f"bucket{k}({len(b.members)} grads: {first.name}..{last.name})"
         grads.append(Grad(label, c.nbytes, c.dtype or "float32", c.elements, at, k))
         counts.append(len(b.members))

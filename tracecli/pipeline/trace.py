@@ -107,12 +107,11 @@ def gradient_details(trace: Trace, ready: Readiness, compute: ComputeRequest) ->
         if trace.abilities.compute is not ComputeSource.NONE:
             raise
         profile = None
-    times = profile.ready_times() if profile else None
     details = {}
     for g in ready.gradients:
         shape = g.shape if g.shape is not None else shapes.get(g.tensor_id)
         details[g.tensor_id] = {
             "shape": list(shape) if shape is not None else None,
-            "ready_ms": times[min(g.backward_position, len(times) - 1)] if times else None,
+            "ready_ms": profile.ready_at(g.backward_position) if profile else None,
         }
     return details, profile.source if profile else None

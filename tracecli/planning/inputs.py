@@ -46,14 +46,13 @@ def plan_input(trace: Trace, ready: Readiness, profile: ComputeProfile,
         why = ("no backward op produces a parameter's gradient" if trace.parameters()
                else "it has no parameters")
         raise PlanError(f"no gradients to plan: {why}", path=trace.path)
-    times = profile.ready_times()
     order = variable_order(trace)
     unknown_order = ({t.id for t in trace.parameters() if t.index is None}
                      if trace.abilities.variable_order is VariableOrder.INDEX else set())
     grads = tuple(
         Grad(g.name, g.nbytes, g.dtype or "float32",
              g.elements if g.elements is not None else g.nbytes // 4,
-             times[min(g.backward_position, len(times) - 1)], order.get(g.tensor_id, i), g.sparse,
+             profile.ready_at(g.backward_position), order.get(g.tensor_id, i), g.sparse,
              g.expert, g.shared_embedding, g.tensor_id not in unknown_order)
         for i, g in enumerate(ready.gradients) if g.nbytes is not None
     )

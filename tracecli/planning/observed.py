@@ -19,7 +19,8 @@ from ..model import CollectiveKind
 from .plan import BucketPlan, PlanInput, fixed_plan, settings_for
 from .strategies import StrategyOptions
 from .strategies.observed import OBSERVED
-from .timeline import BucketTiming, Timeline
+from .schedule import CommTime, recorded
+from .timeline import BucketTiming, timeline_of
 
 __all__ = ["RunBucket", "as_run_plan", "as_run_prediction", "run_messages", "AS_RUN"]
 
@@ -42,13 +43,11 @@ def as_run_plan(inp: PlanInput, buckets: Sequence[RunBucket], cost: CostModel,
         raise PlanError("the run has no gradient all-reduce to show")
     timings = tuple(BucketTiming(k, b.members, b.nbytes, b.dtype, b.ready_ms, b.start_ms, b.end_ms,
                                  b.collective) for k, b in enumerate(buckets))
-    last = max(t.end_ms for t in timings)
-    iteration = max(inp.backward_end_ms, last) + inp.update_ms
-    compute = inp.backward_end_ms + inp.update_ms
-    timeline = Timeline(timings, inp.forward_ms, inp.backward_end_ms, inp.update_ms, iteration,
-                        compute, iteration - compute, sum(t.duration_ms for t in timings))
+    times = recorded(inp.backward_end_ms, [CommTime(b.ready_ms, b.start_ms, b.end_ms, False)
+                                           for b in buckets], inp.update_ms)
+    timeline = timeline_of(timings, inp.forward_ms, inp.backward_end_ms, inp.update_ms, times)
     # A measurement is bounded by what it measured, not by a model of it: compute alone.
-    bound = compute
+    bound = times.compute_ms
     plan = BucketPlan(AS_RUN, StrategyOptions(), cost, inp, timeline, bound, {}, tuple(notes),
                       measured=True)
     return replace(plan, settings=settings_for(plan))

@@ -14,8 +14,9 @@ from typing import NamedTuple, Optional, Sequence
 from ..costs import CostModel
 from ..model import CollectiveKind
 from .base import Grad, Grouping
+from .schedule import Comm, Span, Step, StepTimes, run
 
-__all__ = ["BucketTiming", "Timeline", "simulate", "lower_bound"]
+__all__ = ["BucketTiming", "Timeline", "simulate", "timeline_of", "lower_bound"]
 
 
 class BucketTiming(NamedTuple):
@@ -58,29 +59,33 @@ def _dtype(grads: Sequence[Grad], members: tuple[int, ...]) -> str:
 
 def simulate(grads: Sequence[Grad], grouping: Grouping, cost: CostModel, forward_ms: float,
              backward_end_ms: float, update_ms: float = 0.0) -> Timeline:
-    """The timeline of ``grouping`` (buckets in launch order)."""
-    timings = []
-    channel_free = 0.0
-    for k, members in enumerate(grouping.buckets):
+    """The timeline of ``grouping`` (buckets in launch order): compute until
+    ``backward_end_ms``, the buckets on one channel, each ready when its last gradient is
+    (and not before its ``not_before``), scheduled by :func:`~.schedule.run`."""
+    comms, members = [], []
+    for k, bucket in enumerate(grouping.buckets):
         if grouping.messages is not None:
             nbytes, dtype = grouping.messages[k]
         else:
-            nbytes, dtype = sum(grads[i].nbytes for i in members), _dtype(grads, members)
-        ready = max(grads[i].ready_ms for i in members)
+            nbytes, dtype = sum(grads[i].nbytes for i in bucket), _dtype(grads, bucket)
+        ready = max(grads[i].ready_ms for i in bucket)
         if grouping.not_before is not None:
             ready = max(ready, grouping.not_before[k])
-        start = max(ready, channel_free)
-        collective = grouping.collectives[k] if grouping.collectives else CollectiveKind.ALL_REDUCE
-        queued = k > 0 and ready <= channel_free  # the transport is still busy with the last
-        end = start + cost.time_ms(collective, nbytes, queued)
-        timings.append(BucketTiming(k, tuple(members), nbytes, dtype, ready,
-                                    start, end, collective))
-        channel_free = end
-    compute = backward_end_ms + update_ms
-    iteration = max(backward_end_ms, channel_free) + update_ms
-    comm = sum(t.duration_ms for t in timings)
-    return Timeline(tuple(timings), forward_ms, backward_end_ms, update_ms, iteration, compute,
-                    iteration - compute, comm)
+        kind = grouping.collectives[k] if grouping.collectives else CollectiveKind.ALL_REDUCE
+        comms.append(Comm(kind, nbytes, ready_ms=ready))
+        members.append((tuple(bucket), dtype))
+    times = run(Step((Span(backward_end_ms),), tuple(comms), update_ms),
+                lambda comm, queued: cost.time_ms(comm.kind, comm.nbytes, queued))
+    timings = tuple(BucketTiming(k, m, c.nbytes, dtype, t.ready_ms, t.start_ms, t.end_ms, c.kind)
+                    for k, ((m, dtype), c, t) in enumerate(zip(members, comms, times.comms)))
+    return timeline_of(timings, forward_ms, backward_end_ms, update_ms, times)
+
+
+def timeline_of(timings: tuple[BucketTiming, ...], forward_ms: float, backward_end_ms: float,
+                update_ms: float, times: StepTimes) -> Timeline:
+    """The :class:`Timeline` of buckets the schedule timed (``times``)."""
+    return Timeline(timings, forward_ms, backward_end_ms, update_ms, times.iteration_ms,
+                    times.compute_ms, times.exposed_ms, times.comm_ms)
 
 
 def lower_bound(grads: Sequence[Grad], cost: CostModel, backward_end_ms: float,

@@ -18,19 +18,11 @@ from typing import Sequence
 
 import torch
 
+from ..planning.schedule import channel_starts
 from .buckets import BucketBuffer
 from .records import Schedule, StepTimes
 
 __all__ = ["Schedule", "StepTimes", "CpuStep", "CudaStep", "fill", "verify"]
-
-def _starts(launch: Sequence[float], end: Sequence[float]) -> tuple[float, ...]:
-    """One channel: a bucket starts when it is launched and the previous one is done."""
-    starts, previous = [], 0.0
-    for k, at in enumerate(launch):
-        starts.append(max(at, previous))
-        previous = end[k]
-    return tuple(starts)
-
 
 def fill(buffers: Sequence[BucketBuffer], rank: int) -> None:
     for buf in buffers:
@@ -168,4 +160,4 @@ class CudaStep:
         torch.cuda.synchronize(self.device)
         launches = tuple(start.elapsed_time(e) for e in ready)
         end_times = tuple(start.elapsed_time(e) for e in ends)
-        return StepTimes(start.elapsed_time(stop), launches, _starts(launches, end_times), end_times)
+        return StepTimes(start.elapsed_time(stop), launches, channel_starts(launches, end_times), end_times)

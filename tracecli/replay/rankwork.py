@@ -15,6 +15,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from ..costs import MEASURED_KIND, ProfilePoint, fit_ring, fitted_model, monotone
+from ..planning.schedule import issue_times
 from .buckets import BucketBuffer
 from .emulator import CpuStep, CudaStep, fill, verify
 from .jobs import CalibrationJob, Ranks, ReplayJob, Sweep
@@ -180,11 +181,8 @@ def _replay(job: ReplayJob, comm, device, backend: str, ranks: Ranks,
         cost = job.cost
         plan = job.plan(cost)
     timeline = plan.timeline
-    launch_ms, previous = [], 0.0
-    for b in timeline.buckets:
-        previous = max(previous, b.ready_ms)
-        launch_ms.append(previous)
-    schedule = Schedule(tuple(launch_ms), job.inp.backward_end_ms, job.inp.update_ms)
+    launch_ms = issue_times([b.ready_ms for b in timeline.buckets])
+    schedule = Schedule(launch_ms, job.inp.backward_end_ms, job.inp.update_ms)
     buffers = [BucketBuffer(b.nbytes, b.dtype, b.collective, world, device) for b in timeline.buckets]
     step = _step(buffers, comm, device, backend)
     iterations: list[StepTimes] = []

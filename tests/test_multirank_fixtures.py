@@ -300,3 +300,18 @@ def test_derived_gpu_truth_is_the_devices_own_step(case):
     periods = truth["original"]["device_step_period_us"]
     starts = [truth["derived_device_start_us"][k] for k in sorted(truth["derived_device_start_us"], key=int)]
     assert [round(y - x, 3) for x, y in zip(starts, starts[1:])] == pytest.approx(periods, abs=2e-3)
+
+
+@pytest.mark.parametrize("case", CASES25)
+def test_issue25_a_gloo_spans_thread_is_its_groups(case):
+    """Each collective span (not send/recv, which run on the calling thread) is on a thread its
+    group's creation started, and that group issued a collective of that kind and size."""
+    truth, docs = load(case)
+    for rank, doc in docs.items():
+        owner = {int(tid): g for g, started in truth["group_threads"][str(rank)].items()
+                 for tid in started}
+        issued = {(c["group"], c["trace_span"], c["elements"]) for c in truth["collectives"][str(rank)]}
+        spans = [e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("name") in SPANS
+                 and e["name"] not in ("gloo:send", "gloo:recv")]
+        for e in spans:
+            assert (owner[e["tid"]], e["name"], product(e["args"]["Input Dims"][0])) in issued

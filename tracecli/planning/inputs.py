@@ -7,7 +7,7 @@ from typing import Optional
 from ..analysis.compute import ComputeProfile
 from ..analysis.readiness import Readiness
 from ..errors import PlanError
-from ..model import OpKind, Trace, VariableOrder
+from ..model import OpKind, Purpose, Trace, VariableOrder
 from .base import Grad
 from .plan import PlanInput
 
@@ -64,7 +64,7 @@ def _what_works(trace: Trace, hint: str) -> str:
     """What plans this trace as it is: the run's own buckets, where it recorded the sizes
     of its gradient all-reduces, and a parameter sidecar."""
     ways = []
-    if any(c.nbytes is not None and c.purpose == "gradients" for c in trace.collectives()):
+    if any(c.nbytes is not None and c.purpose is Purpose.GRADIENTS for c in trace.collectives()):
         ways.append("--strategy observed plans the run's own buckets from the all-reduce sizes "
                     "the trace recorded")
     if "--sizes" not in hint:

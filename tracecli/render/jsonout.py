@@ -193,7 +193,7 @@ def _recorded(trace: Trace) -> dict:
         extra["collectives"] = [
             {"step": c.step, "kind": c.kind.value, "elements": c.elements, "bytes": c.nbytes,
              "dtype": c.dtype, "launch_ms": c.launch_ms, "start_ms": c.start_ms,
-             "end_ms": c.end_ms, "purpose": c.purpose, "group_size": c.group_size}
+             "end_ms": c.end_ms, "purpose": c.purpose.value, "group_size": c.group_size}
             for c in trace.collectives()
         ]
     return extra

@@ -193,7 +193,7 @@ def collectives_table(trace: Trace, top: Optional[int]) -> Table:
     rows = []
     for c in trace.collectives():
         took = None if c.start_ms is None or c.end_ms is None else c.end_ms - c.start_ms
-        rows.append(["-" if c.step is None else str(c.step), c.kind.value, c.purpose,
+        rows.append(["-" if c.step is None else str(c.step), c.kind.value, c.purpose.value,
                      "?" if c.elements is None else f"{c.elements:,}", _size(c.nbytes),
                      c.dtype or "?", format_ms(c.launch_ms), format_ms(c.start_ms),
                      format_ms(c.end_ms), format_ms(took)])

@@ -159,7 +159,7 @@ def read_rank(path: str) -> RankData:
             g2, s2 = _group(run.args or {})
             group, seq = group or g2, seq if seq is not None else s2
         out.append(RankCollective(
-            found[k].index, l.kind.value, purpose(l, steps[k].backward), l.elements, l.dtype,
+            found[k].index, l.kind.value, purpose(l, steps[k].backward).value, l.elements, l.dtype,
             group, seq, l.event.ts, run.ts if run else None, run.end if run else None,
             None if run is None else ("gpu" if run.cat == "kernel" else "cpu"), l.event.line))
     return RankData(path, rank, rank_from, world, backend, groups,

@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 from ..analysis import Readiness, SizeReport
 from ..model import Trace
-from .jsonrows import Encoded, gradient_rows, layer_rows
+from .jsonrows import Encoded, gradient_dicts, gradient_rows, layer_dicts, layer_rows
 
 __all__ = ["dumps", "inspect_json", "COMPACT"]
 
@@ -96,50 +96,10 @@ def inspect_json(trace: Trace, ready: Readiness, sizes: SizeReport, extra_gradie
     gradients = gradient_rows(ready, extra)
     layers = layer_rows(ready)
     doc = _document(trace, ready, sizes,
-                    gradients if gradients is not None else _gradient_dicts(ready, extra),
-                    layers if layers is not None else _layer_dicts(ready))
+                    gradients if gradients is not None else gradient_dicts(ready, extra),
+                    layers if layers is not None else layer_dicts(ready))
     doc["readiness"]["compute_source"] = compute_source
     return dumps(doc)
-
-
-def _gradient_dicts(ready: Readiness, extra: dict) -> list[dict]:
-    gradients = []
-    for g in ready.gradients:
-        gradients.append({
-            "name": g.name,
-            "layer": g.layer,
-            "bytes": g.nbytes,
-            "ready_index": g.ready_index,
-            "elements": g.elements,
-            "dtype": g.dtype,
-            "shape": list(g.shape) if g.shape is not None else None,
-            "backward_position": g.backward_position,
-            "ready_source": g.source,
-            "ready_op": g.op_name,
-            "sparse": g.sparse,
-            **extra.get(g.tensor_id, {}),  # a key given twice keeps its first place
-        })
-    return gradients
-
-
-def _layer_dicts(ready: Readiness) -> list[dict]:
-    layers = []
-    cumulative = 0
-    for layer in ready.layers:
-        if layer.nbytes is not None and cumulative is not None:
-            cumulative += layer.nbytes
-        else:
-            cumulative = None
-        layers.append({
-            "name": layer.name,
-            "params": layer.elements,
-            "bytes": layer.nbytes,
-            "ready_index": layer.ready_index,
-            "backward_position": layer.backward_position,
-            "tensors": list(layer.tensors),
-            "cumulative_bytes": cumulative,
-        })
-    return layers
 
 
 def _document(trace: Trace, ready: Readiness, sizes: SizeReport, gradients: list,

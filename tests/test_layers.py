@@ -4,7 +4,7 @@ Every module of the tracecli package is read with ``ast`` (imports inside functi
 those under ``if TYPE_CHECKING:`` do not) and each import of a tracecli module is checked
 against LAYERS, lowest first:
 
-    base (errors, units, jsonfile, inputfile, _gc)
+    base (errors, units, limits, jsonfile, inputfile, _gc)
     < model < parsers < analysis, run < costs < planning
     < render, replay (one level; neither imports the other)
     < pipeline < cli, tracecli/__init__.py (the public API may import anything)
@@ -19,13 +19,12 @@ import ast
 import functools
 from pathlib import Path
 
-import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "tracecli"
 
 # top-level name (module or package under tracecli/) -> layer, lowest first
 LAYERS = {
-    **dict.fromkeys(["errors", "units", "jsonfile", "inputfile", "_gc"], 0),
+    **dict.fromkeys(["errors", "units", "limits", "jsonfile", "inputfile", "_gc"], 0),
     "model": 1,
     "parsers": 2,
     "analysis": 3,

@@ -22,6 +22,7 @@ from functools import cached_property
 from typing import Callable, NamedTuple, Optional
 
 from ..errors import CalibrationError, PlanError, excerpt
+from ..limits import DEFAULT_DEVICE
 from ..model import ComputeSource, OpKind, Trace
 from ..parsers.op_times import OpTimes
 from .readiness import Readiness
@@ -215,7 +216,7 @@ def _scaled(forward: tuple[tuple[str, float], ...], total: Optional[float]) -> t
 def compute_profile(
     trace: Trace,
     ready: Readiness,
-    device: str = "h100",
+    device: str = DEFAULT_DEVICE,
     op_times: Optional[OpTimes] = None,
     backward_ms: Optional[float] = None,
     forward_ms: Optional[float] = None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import click
 
+from ..limits import MAX_RANKS
 from .results import CollectiveResult
 from .group import cli
 from .options import checked_topology, gpu_option, topology_from, topology_options
@@ -16,7 +17,7 @@ OPS = ("allreduce", "allgather", "reducescatter", "broadcast")
 
 @cli.command()
 @click.argument("op", type=click.Choice(OPS), metavar="OP")
-@click.option("--gpus", type=click.IntRange(1, 1 << 20), help="Ranks in all (default: "
+@click.option("--gpus", type=click.IntRange(1, MAX_RANKS), help="Ranks in all (default: "
               "--nodes x --gpus-per-node; must agree with them).")
 @topology_options
 @gpu_option

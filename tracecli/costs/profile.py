@@ -16,6 +16,7 @@ from typing import Any, Optional, Sequence
 
 from ..errors import CalibrationError
 from ..jsonfile import finite_number, read_json
+from ..limits import MAX_RANKS
 from .fit import fit_ring, monotone
 
 __all__ = ["CALIBRATION_FORMAT", "ProfilePoint", "CalibrationProfile", "read_profile",
@@ -116,8 +117,8 @@ def read_profile(path: str | Path) -> CalibrationProfile:
                                    f"not {str(value)[:40]}", path=path, line=1)
         values[key] = float(value)
     gpus = doc.get("gpus", 1)
-    if isinstance(gpus, bool) or not isinstance(gpus, int) or not 1 <= gpus <= 1 << 20:
-        raise CalibrationError(f"gpus must be a rank count from 1 to {1 << 20}, not "
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or not 1 <= gpus <= MAX_RANKS:
+        raise CalibrationError(f"gpus must be a rank count from 1 to {MAX_RANKS}, not "
                                f"{str(gpus)[:40]}", path=path, line=1)
     algorithm = doc.get("algorithm", "ring")
     if algorithm not in ("ring", "tree"):

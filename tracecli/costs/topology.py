@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import CostModelError
+from ..limits import MAX_RANKS
 
 __all__ = ["Topology", "MAX_RANKS"]
 
-MAX_RANKS = 1 << 20
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from ..analysis import readiness
 from ..analysis.compute import ComputeProfile, compute_profile
 from ..parsers.op_times import load_op_times
 from ..analysis.readiness import Readiness
+from ..limits import DEFAULT_DEVICE
 from ..model import Trace
 from ..planning import PlanInput
 from ..planning.inputs import plan_input
@@ -19,7 +20,7 @@ __all__ = ["ComputeRequest", "profile_for", "update_for", "inputs"]
 
 @dataclass(frozen=True)
 class ComputeRequest:
-    device: str = "h100"
+    device: str = DEFAULT_DEVICE
     op_times: Optional[str] = None
     backward_ms: Optional[float] = None
     forward_ms: Optional[float] = None

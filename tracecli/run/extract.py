@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Optional
 
 from ..errors import TraceFormatError
+from ..limits import MAX_RANKS
 from ..inputfile import open_input
 from ..parsers.kineto_collectives import launches, pair_runs, purpose
 from ..parsers.kineto_events import read_events
@@ -25,7 +26,6 @@ __all__ = ["RankStep", "RankCollective", "RankData", "read_rank", "rank_from_nam
            "MAX_TRACE_BYTES", "shifted"]
 
 MAX_TRACE_BYTES = 16 << 30  # the streaming reader's own bound (decompressed)
-MAX_RANK = 1 << 20
 _NAME_RANK = re.compile(r"(?:^|[^a-z0-9])(?:rank|worker)[-_]?(\d{1,7})(?![0-9])", re.I)
 
 
@@ -94,12 +94,12 @@ def _world(path: str, top: dict) -> tuple[Optional[int], Optional[int], Optional
     if not isinstance(info, dict):
         raise TraceFormatError("\"distributedInfo\" must be an object", path=path, line=1)
     for key in ("rank", "world_size", "pg_count"):
-        if key in info and _int(info, key, MAX_RANK) is None:
+        if key in info and _int(info, key, MAX_RANKS) is None:
             raise TraceFormatError(f"distributedInfo.{key} must be an integer in "
-                                   f"[0, {MAX_RANK}], not {str(info[key])[:40]!r}", path=path, line=1)
+                                   f"[0, {MAX_RANKS}], not {str(info[key])[:40]!r}", path=path, line=1)
     backend = info.get("backend")
-    return (_int(info, "rank", MAX_RANK), _int(info, "world_size", MAX_RANK),
-            backend[:40] if isinstance(backend, str) else None, _int(info, "pg_count", MAX_RANK))
+    return (_int(info, "rank", MAX_RANKS), _int(info, "world_size", MAX_RANKS),
+            backend[:40] if isinstance(backend, str) else None, _int(info, "pg_count", MAX_RANKS))
 
 
 def _span_all(top: dict, world: Optional[int], groups: Optional[int]) -> bool:

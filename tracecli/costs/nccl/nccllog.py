@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ...errors import CalibrationError, excerpt
+from ...limits import MAX_RANKS
 from .tuning import FUNCS
 from .versions import ALGOS, PROTOS, parse_version
 
@@ -125,7 +126,7 @@ def parse_nccl_log(text: str, path: str = "<log>") -> NcclLog:
             if parse_version(log.version) is None:
                 raise CalibrationError(f"cannot read NCCL version {excerpt(log.version)}", path=path, line=no)
         elif (m := _COMM.search(line)) and log.n_ranks is None:
-            log.n_ranks = _int(path, no, m.group(2), "nRanks", 1, 1 << 20)
+            log.n_ranks = _int(path, no, m.group(2), "nRanks", 1, MAX_RANKS)
             log.n_nodes = _int(path, no, m.group(3), "nNodes", 1, log.n_ranks)
             log.local_ranks = _int(path, no, m.group(4), "localRanks", 1, log.n_ranks)
         elif m := _GRAPH.search(line):

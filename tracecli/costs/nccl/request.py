@@ -23,6 +23,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Optional
 
 from ...errors import CalibrationError, CostModelError
+from ...limits import DEFAULT_DEVICE
 from .graph import GPUS
 from .installed import installed_nccl
 from .model import NcclModel
@@ -148,7 +149,7 @@ def topology_model(req: TopologyRequest, gpus: Optional[int] = None) -> tuple[Nc
             raise CostModelError(f"unknown platform {req.platform!r}; use one of "
                             + ", ".join(PLATFORMS))
         platform = PLATFORMS[req.platform]
-    device = req.device or (platform.gpu if platform else "h100")
+    device = req.device or (platform.gpu if platform else DEFAULT_DEVICE)
     if device not in GPUS:
         raise CostModelError(f"NCCL's model needs a GPU: --device {device} is not one; use "
                         "one of " + ", ".join(GPUS))

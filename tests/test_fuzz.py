@@ -12,6 +12,8 @@ import pytest
 
 from fuzzing import HERE, seeds
 
+pytestmark = pytest.mark.slow  # thousands of mutated inputs, each through the CLI
+
 PER_FORMAT = 2000
 
 

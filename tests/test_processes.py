@@ -18,7 +18,8 @@ import pytest
 from conftest import VGG, assert_error, run
 
 pytest.importorskip("torch", reason="replay needs the replay extra (torch)")
-pytestmark = pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="needs Linux /proc")
+pytestmark = [pytest.mark.slow,  # real ranks started and killed, with wall-clock bounds
+              pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="needs Linux /proc")]
 
 
 def marked(mark: str) -> list[int]:

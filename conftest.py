@@ -1,0 +1,23 @@
+"""pytest at the repository root: where torch is not installed (the ``replay`` extra), the
+doctests of the replay modules that import it are not collected, and the header names them;
+the test modules that need torch skip themselves, by name, with ``pytest.importorskip``."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+TORCH = importlib.util.find_spec("torch") is not None
+_IMPORTS_TORCH = re.compile(r"^(import torch|from torch)\b", re.M)
+NEEDS_TORCH = sorted(str(p.relative_to(HERE)) for p in (HERE / "tracecli").rglob("*.py")
+                     if _IMPORTS_TORCH.search(p.read_text(encoding="utf-8")))
+collect_ignore = [] if TORCH else NEEDS_TORCH
+
+
+def pytest_report_header(config):
+    if not TORCH:
+        return ["torch is not installed: doctests not collected (they import it): "
+                + ", ".join(NEEDS_TORCH)]
+    return None

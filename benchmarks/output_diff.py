@@ -63,12 +63,53 @@ INTENDED = [
 ]
 
 
+def _own_options(out: bytes) -> bytes:
+    """A plan document (JSON text) with only the options its strategy reads."""
+    import json
+
+    sys.path.insert(0, str(ROOT))
+    from tracecli.planning import STRATEGIES
+    from tracecli.render.jsonout import dumps
+
+    try:
+        doc = json.loads(out)
+    except ValueError:
+        return out
+
+    changed = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            if isinstance(node.get("options"), dict) and isinstance(node.get("strategy"), str):
+                spec = STRATEGIES.get(node["strategy"])
+                read = {k.name for k in spec.knobs} if spec is not None else set()
+                kept = {k: v for k, v in node["options"].items() if k in read}
+                if kept != node["options"]:
+                    node["options"] = kept
+                    changed.append(True)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(doc)
+    return dumps(doc).encode() if changed else out
+
+
+INTENDED.append((
+    "issue 22 item 4: each strategy owns its options record; a plan document holds the options "
+    "its strategy reads, not every knob of the table",
+    lambda cmd: True, _own_options))
+
+
 def intended(cmd: list[str], result: tuple) -> tuple:
-    """``result`` of the base revision as the intended changes make it."""
+    """``result`` of the base revision as the intended changes make it (stdout and files)."""
     code, out, err, files = result
     for _, applies, rewrite in INTENDED:
         if applies(cmd):
             out = rewrite(out)
+            files = {name: rewrite(data) for name, data in files.items()}
     return code, out, err, files
 
 

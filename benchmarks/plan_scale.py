@@ -19,7 +19,7 @@ import random
 import time
 from pathlib import Path
 
-from tracecli.planning import StrategyOptions, predicted
+from tracecli.planning import predicted
 from tracecli.planning.base import Grad
 from tracecli.costs import AlphaBeta as CostModel
 from tracecli.planning.strategies import STRATEGIES
@@ -57,7 +57,7 @@ def nccl_figures() -> None:
     start = time.perf_counter()
     cost = NcclModel.for_platform("dgx-h100", 128, version="2.30.7")
     backward_end = grads[-1].ready_ms + 1.0
-    opts = StrategyOptions(max_bytes=25 * 2**20)  # DDP's default cap, as the flat figures below
+    opts = dict(max_bytes=25 * 2**20)  # DDP's default cap, as the flat figures below
     grouping = STRATEGIES["optimal"].group(grads, opts, cost)
     simulate(grads, grouping, cost, 50.0, backward_end)
     took = time.perf_counter() - start
@@ -78,10 +78,10 @@ def nccl_figures() -> None:
         else:
             g = synthetic(n)
             inp = PlanInput(tuple(g), 50.0, g[-1].ready_ms + 1.0, 0.0, "synthetic")
-        rows = compare(inp, cost, StrategyOptions())
+        rows = compare(inp, cost, {})
         took = time.perf_counter() - start
         flat_start = time.perf_counter()
-        compare(inp, CostModel("ib-ndr", 5.0, 45.0, 1024), StrategyOptions())
+        compare(inp, CostModel("ib-ndr", 5.0, 45.0, 1024), {})
         flat = time.perf_counter() - flat_start
         print(f"NCCL model, 1,024 GPUs: --compare on {name}: {len(rows)} rows in {took:.2f} s "
               f"(flat ib-ndr line: {flat:.2f} s)  " + (f"< {NCCL_COMPARE_TARGET:g} s "
@@ -103,7 +103,7 @@ def main() -> None:
         grads = synthetic(n)
         backward_end = grads[-1].ready_ms + 1.0
         for name in predicted():
-            opts = StrategyOptions(max_bytes=25 * 2**20, agg_small_grads_max_bytes=32 * 1024,
+            opts = dict(max_bytes=25 * 2**20, agg_small_grads_max_bytes=32 * 1024,
                                    spec="pscpu:32k:xring")
             start = time.perf_counter()
             grouping = STRATEGIES[name].group(grads, opts, cost)

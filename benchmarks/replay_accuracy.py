@@ -24,7 +24,6 @@ from pathlib import Path
 
 from tracecli import load_trace
 from tracecli.pipeline import ComputeRequest, inputs
-from tracecli.planning import StrategyOptions
 from tracecli.replay import Ranks, ReplayJob, Sweep, run_replay
 from tracecli.replay.processes import resolve_backend
 
@@ -33,9 +32,9 @@ CASES = [
     ("vgg19", ROOT / "sample_traces" / "vgg19_chainer.txt", ComputeRequest(device="v100")),
     ("resnet50", ROOT / "sample_traces" / "resnet50_horovod_tf.txt", ComputeRequest(backward_ms=150)),
 ]
-STRATEGIES = [("ddp", "ddp", StrategyOptions()),
-              ("size 25MiB", "size", StrategyOptions(max_bytes=25 << 20)),
-              ("optimal", "optimal", StrategyOptions())]
+STRATEGIES = [("ddp", "ddp", {}),
+              ("size 25MiB", "size", dict(max_bytes=25 << 20)),
+              ("optimal", "optimal", {})]
 
 
 def one_pass(ranks_list, iters: int, warmup: int, backend_name: str, detail: bool) -> list[float]:

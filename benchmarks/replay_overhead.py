@@ -23,7 +23,6 @@ from pathlib import Path
 
 from tracecli import load_trace
 from tracecli.pipeline import ComputeRequest, inputs
-from tracecli.planning import StrategyOptions
 from tracecli.replay import Ranks, ReplayJob, Sweep, run_replay
 from tracecli.replay.processes import resolve_backend
 from tracecli.units import format_size
@@ -31,9 +30,9 @@ from tracecli.units import format_size
 ROOT = Path(__file__).resolve().parent.parent
 CASES = [
     ("vgg19 ddp", ROOT / "sample_traces" / "vgg19_chainer.txt", ComputeRequest(device="v100"),
-     "ddp", StrategyOptions()),
+     "ddp", {}),
     ("resnet50 size 4MiB", ROOT / "sample_traces" / "resnet50_horovod_tf.txt",
-     ComputeRequest(backward_ms=150), "size", StrategyOptions(max_bytes=4 << 20)),
+     ComputeRequest(backward_ms=150), "size", dict(max_bytes=4 << 20)),
 ]
 
 

@@ -45,10 +45,9 @@ def test_observed_counts_the_trace_gradients_and_stays_above_its_bound():
 def test_no_row_is_faster_than_its_own_bound(trace):
     from tracecli.pipeline import ComputeRequest, CostRequest, compare_trace
     from tracecli.parsers import load
-    from tracecli.planning import StrategyOptions
 
     for gpus in (None, 64):
-        planned = compare_trace(load(str(trace)), StrategyOptions(), ComputeRequest(),
+        planned = compare_trace(load(str(trace)), {}, ComputeRequest(),
                                 CostRequest(gpus))
         for row in planned.rows:
             assert row.plan.timeline.iteration_ms >= row.plan.lower_bound_ms - 1e-9, row.label

@@ -9,7 +9,6 @@ import json
 from tracecli import load_trace
 from tracecli.model import CollectiveKind
 from tracecli.pipeline import ComputeRequest, CostRequest, plan_trace
-from tracecli.planning import StrategyOptions
 
 from conftest import FIXTURES
 
@@ -32,7 +31,7 @@ def test_the_record_is_a_zero2_run_of_three_flushes():
 def test_observed_is_what_deepspeed_did():
     """The last flush is DeepSpeed's epilogue, launched after backward: matched because its
     elements are exactly the remaining ready gradients'."""
-    plan = plan_trace(load_trace(DS / "ds_zero2.json.gz"), "observed", StrategyOptions(),
+    plan = plan_trace(load_trace(DS / "ds_zero2.json.gz"), "observed", {},
                       ComputeRequest(), CostRequest(gpus=2)).plan
     assert plan.measured
     assert buckets_of(plan) == recorded()
@@ -41,7 +40,7 @@ def test_observed_is_what_deepspeed_did():
 
 def test_the_deepspeed_strategy_reproduces_the_run():
     zero = RECORD["config"]["zero_optimization"]
-    opts = StrategyOptions(deepspeed_stage=zero["stage"],
+    opts = dict(deepspeed_stage=zero["stage"],
                            deepspeed_reduce_bucket_size=zero["reduce_bucket_size"],
                            deepspeed_overlap_comm=str(zero["overlap_comm"]).lower())
     plan = plan_trace(load_trace(DS / "ds_zero2.json.gz"), "deepspeed", opts, ComputeRequest(),

@@ -22,7 +22,6 @@ replaced by a recorder. Exactly:
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 

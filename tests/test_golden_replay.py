@@ -12,8 +12,8 @@ from dataclasses import replace
 from rich.console import Console
 
 from tracecli.costs import AlphaBeta, CalibrationProfile, ProfilePoint
-from tracecli.planning import StrategyOptions
 from tracecli.planning.base import Grad, PlanInput
+from tracecli.planning import options_of
 from tracecli.planning.plan import BucketPlan
 from tracecli.planning.timeline import BucketTiming, Timeline
 from tracecli.render.replay import calibration_view, replay_view
@@ -32,7 +32,7 @@ def replay_report(verified: bool = True, bare: bool = True) -> ReplayReport:
     timings = tuple(BucketTiming(k, (k,), g.nbytes, "float32", start, start, end)
                     for k, (g, (start, end)) in enumerate(zip(grads, predicted)))
     timeline = Timeline(timings, 10.0, 30.0, 0.0, 46.437, 30.0, 16.437, 27.8)
-    plan = BucketPlan("size", StrategyOptions(), cost, inp, timeline, 40.0, {})
+    plan = BucketPlan("size", options_of("size"), cost, inp, timeline, 40.0, {})
     measured = ((15.5, 20.25, 4.75, 4.125), (23.0, 49.5, 26.5, 25.0), (49.5, 49.75, 0.25, 0.125))
     buckets = tuple(MeasuredBucket(k, start, start, end, dur, dur, bare_ms if bare else None)
                     for k, (start, end, dur, bare_ms) in enumerate(measured))

@@ -19,7 +19,6 @@ from tracecli import load_trace, readiness
 from tracecli.analysis.observed import observed_run
 from tracecli.model import CollectiveKind
 from tracecli.pipeline import ComputeRequest, CostRequest, plan_trace
-from tracecli.planning import StrategyOptions
 
 from conftest import FIXTURES, SAMPLES, assert_error, run
 
@@ -80,9 +79,9 @@ def test_without_sidecar_names_are_position_and_shape(tmp_path):
     assert ready.gradients[0].name == "grad0[10]" and ready.gradients[4].name == "grad4[32,16,3,3]"
 
 
-def ddp_options(case: str) -> StrategyOptions:
+def ddp_options(case: str) -> dict:
     mb = answers(case)["ddp_kwargs"].get("bucket_cap_mb")
-    return StrategyOptions(max_bytes=None if mb is None else int(mb * MiB))
+    return dict(max_bytes=None if mb is None else int(mb * MiB))
 
 
 @pytest.mark.parametrize("case", REBUILT)
@@ -95,7 +94,7 @@ def test_ddp_strategy_reproduces_the_buckets_ddp_used(case):
 
 @pytest.mark.parametrize("case", REBUILT)
 def test_observed_plan_is_what_ddp_used(case):
-    planned = plan_trace(trace_of(case), "observed", StrategyOptions(), ComputeRequest(),
+    planned = plan_trace(trace_of(case), "observed", {}, ComputeRequest(),
                          CostRequest())
     plan = planned.plan
     assert plan.measured and not plan.notes
@@ -148,7 +147,7 @@ def test_gpu_sample_collectives_and_as_run():
         assert [c.purpose for c in trace.collectives() if c.step == step][:2] == ["buffers"] * 2
     for c in trace.collectives():  # each kernel ran after its launch and before the next step ends
         assert c.launch_ms <= c.start_ms < c.end_ms
-    planned = plan_trace(trace, "observed", StrategyOptions(), ComputeRequest(), CostRequest())
+    planned = plan_trace(trace, "observed", {}, ComputeRequest(), CostRequest())
     counts = [len(b.members) for b in observed_run(trace, readiness(trace)).buckets]
     assert sum(counts) == 161 and counts[0] == 2  # fc.bias, fc.weight: DDP's 1 MiB first bucket
     assert [b.nbytes for b in planned.plan.buckets] == [4 * n for n in (2_049_000, 7_875_584, 6_563_840, 6_637_568, 2_431_040)]
@@ -210,7 +209,7 @@ def test_cost_model_fitted_to_the_trace_unless_given():
 
 def test_measured_compute_profile():
     trace = trace_of("mlp_default")
-    planned = plan_trace(trace, "single", StrategyOptions(), ComputeRequest(), CostRequest())
+    planned = plan_trace(trace, "single", {}, ComputeRequest(), CostRequest())
     inp = planned.inp
     assert inp.forward_ms == pytest.approx(trace.step.backward_start_ms)
     assert inp.backward_end_ms == pytest.approx(trace.step.backward_end_ms)

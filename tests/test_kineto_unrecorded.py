@@ -15,7 +15,6 @@ import pytest
 from tracecli import load_trace
 from tracecli.analysis.readiness import readiness
 from tracecli.pipeline import ComputeRequest, CostRequest, plan_trace
-from tracecli.planning import StrategyOptions
 
 from conftest import run
 from test_kineto import KINETO, answers, ddp_options, torch_buckets, torch_sizes
@@ -60,7 +59,7 @@ def test_replay_dry_run_says_which_were_left_out(lone):
 
 
 def test_observed_plan_without_the_size_keeps_the_run_s_buckets(lone):
-    plan = plan_trace(load_trace(lone), "observed", StrategyOptions(), ComputeRequest(),
+    plan = plan_trace(load_trace(lone), "observed", {}, ComputeRequest(),
                       CostRequest()).plan
     assert [b.nbytes for b in plan.buckets] == torch_sizes(CASE)
 
@@ -77,7 +76,7 @@ def test_sidecar_fills_the_unrecorded_gradient():
     planned = plan_trace(trace, "ddp", ddp_options(CASE), ComputeRequest(), CostRequest())
     assert [set(b.members) for b in planned.plan.buckets] == torch_buckets(CASE)
     assert [b.nbytes for b in planned.plan.buckets] == torch_sizes(CASE)
-    observed = plan_trace(trace, "observed", StrategyOptions(), ComputeRequest(),
+    observed = plan_trace(trace, "observed", {}, ComputeRequest(),
                           CostRequest()).plan
     assert [set(b.members) for b in observed.buckets] == torch_buckets(CASE)
 
@@ -98,7 +97,7 @@ def test_collective_sizes_only_on_the_cpu_op_still_match_ddp():
     grads = [c for c in trace.collectives() if c.purpose == "gradients"]
     assert [c.elements for c in grads if c.step == trace.step.index] == \
         [b // 4 for b in torch_sizes("mlp_cpu_sizes")]
-    observed = plan_trace(trace, "observed", StrategyOptions(), ComputeRequest(),
+    observed = plan_trace(trace, "observed", {}, ComputeRequest(),
                           CostRequest()).plan
     assert [set(b.members) for b in observed.buckets] == torch_buckets("mlp_cpu_sizes")
     assert [b.nbytes for b in observed.buckets] == torch_sizes("mlp_cpu_sizes")

@@ -7,8 +7,9 @@ import json
 
 from tracecli.costs import resolve_cost_model
 from tracecli.model import CollectiveKind
-from tracecli.planning import Grad, PlanInput, StrategyOptions, compare, make_plan
+from tracecli.planning import Grad, PlanInput, compare, make_plan
 from tracecli.planning.strategies.megatron import (
+    MegatronOptions,
     megatron, megatron_layout, megatron_tuning,
 )
 from tracecli.render.plans import compare_advice
@@ -53,7 +54,7 @@ def test_distributed_optimizer_padding_and_shared_embedding():
 
 def test_the_strategy_sends_padded_buckets_in_the_grad_dtype():
     g = grad_list([("a", 1000, "bfloat16", False, False), ("b", 3000, "bfloat16", False, False)])
-    opts = StrategyOptions(megatron_overlap_grad_reduce=True, megatron_bucket_size=2000,
+    opts = MegatronOptions(megatron_overlap_grad_reduce=True, megatron_bucket_size=2000,
                            megatron_distributed_optimizer=True, megatron_grad_reduce_in_fp32=True)
     cost = resolve_cost_model(4, "25gbe")
     grouping = megatron(g, opts, cost)
@@ -63,7 +64,7 @@ def test_the_strategy_sends_padded_buckets_in_the_grad_dtype():
     assert grouping.collectives == [CollectiveKind.REDUCE_SCATTER] * 2
     assert grouping.messages == [(3072 * 4, "float32"), (1024 * 4, "float32")]
     assert grouping.not_before is None
-    off = megatron(g, StrategyOptions(), cost)  # Megatron's default: after backward, one bucket
+    off = megatron(g, MegatronOptions(), cost)  # Megatron's default: after backward, one bucket
     assert off.buckets == [(0, 1)] and off.not_before == [2.0]  # the last gradient's
     assert off.collectives == [CollectiveKind.ALL_REDUCE] and off.messages is None  # its bytes
 
@@ -71,7 +72,7 @@ def test_the_strategy_sends_padded_buckets_in_the_grad_dtype():
 def test_buckets_launch_as_they_become_ready():
     # parameter order a, b, c; c ready last (not the reverse of the order)
     g = grad_list([(n, 100, "float32", False, False) for n in "abc"], ready=[1.0, 2.0, 3.0])
-    grouping = megatron(g, StrategyOptions(megatron_overlap_grad_reduce=True,
+    grouping = megatron(g, MegatronOptions(megatron_overlap_grad_reduce=True,
                                            megatron_bucket_size=100), None)
     # Megatron's buckets are (c), (b), (a); a is ready first, so it goes first
     assert grouping.buckets == [(0,), (1,), (2,)]
@@ -82,7 +83,7 @@ def test_compare_tunes_megatron_and_prints_its_settings_whole():
                          for i, n in enumerate([4_000_000, 30_000_000, 20_000_000, 512, 1000])]))
     inp = PlanInput(g, 2.0, 12.0)
     cost = resolve_cost_model(8, "25gbe")
-    opts = StrategyOptions(megatron_distributed_optimizer=True, megatron_grad_reduce_in_fp32=True)
+    opts = MegatronOptions(megatron_distributed_optimizer=True, megatron_grad_reduce_in_fp32=True)
     rows = {r.label: r.plan for r in compare(inp, cost, opts)}
     tuned = rows["megatron tuned"]
     assert tuned.options.megatron_distributed_optimizer and tuned.options.megatron_grad_reduce_in_fp32
@@ -155,7 +156,7 @@ def test_the_default_row_keeps_the_users_setup():
                          for i, n in enumerate([4_000_000, 30_000_000, 512])]))
     inp = PlanInput(g, 2.0, 12.0)
     cost = resolve_cost_model(8, "25gbe")
-    opts = StrategyOptions(megatron_overlap_grad_reduce=True, megatron_bucket_size=1_000_000,
+    opts = MegatronOptions(megatron_overlap_grad_reduce=True, megatron_bucket_size=1_000_000,
                            megatron_distributed_optimizer=True, megatron_grad_reduce_in_fp32=True)
     rows = {r.label: r.plan for r in compare(inp, cost, opts)}
     default = rows["megatron default"].options

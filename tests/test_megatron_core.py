@@ -27,8 +27,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tracecli.planning import StrategyOptions
-from tracecli.planning.strategies.megatron import megatron_buckets
+from tracecli.planning.strategies.megatron import MegatronOptions, megatron_buckets
 
 from test_megatron import grad_list
 
@@ -101,7 +100,7 @@ def theirs(specs, dp, expert_dp, overlap, bucket_size, distopt, fp32, busbw):
 
 def ours(specs, dp, expert_dp, overlap, bucket_size, distopt, fp32, busbw):
     g = grad_list(specs)
-    opts = StrategyOptions(megatron_overlap_grad_reduce=overlap, megatron_bucket_size=bucket_size or 0,
+    opts = MegatronOptions(megatron_overlap_grad_reduce=overlap, megatron_bucket_size=bucket_size or 0,
                            megatron_distributed_optimizer=distopt, megatron_grad_reduce_in_fp32=fp32,
                            megatron_pad_buckets_for_high_nccl_busbw=busbw,
                            megatron_expert_dp=expert_dp)

@@ -11,8 +11,7 @@ import pytest
 from tracecli import load_trace
 from tracecli.model import CollectiveKind
 from tracecli.pipeline import ComputeRequest, CostRequest, plan_trace
-from tracecli.planning import StrategyOptions
-from tracecli.planning.strategies.megatron import megatron_buckets
+from tracecli.planning.strategies.megatron import MegatronOptions, megatron_buckets
 
 from conftest import FIXTURES
 
@@ -32,9 +31,9 @@ def recorded(case: str) -> list[tuple[frozenset, int]]:
             for b in a["bucket_groups"][k]]
 
 
-def options(case: str) -> StrategyOptions:
+def options(case: str) -> dict:
     c = answers(case)["ddp_config"]
-    return StrategyOptions(megatron_overlap_grad_reduce=c["overlap_grad_reduce"],
+    return dict(megatron_overlap_grad_reduce=c["overlap_grad_reduce"],
                            megatron_bucket_size=c["bucket_size"] or 0,
                            megatron_distributed_optimizer=c["use_distributed_optimizer"])
 
@@ -59,7 +58,7 @@ def test_the_trace_records_megatrons_reductions(case):
 
 @pytest.mark.parametrize("case", CASES)
 def test_observed_is_what_megatron_did(case):
-    planned = plan_trace(load_trace(MEGATRON / f"{case}.json.gz"), "observed", StrategyOptions(),
+    planned = plan_trace(load_trace(MEGATRON / f"{case}.json.gz"), "observed", {},
                          ComputeRequest(), CostRequest(gpus=2))
     plan = planned.plan
     assert plan.measured and not plan.notes
@@ -86,7 +85,7 @@ def test_the_sidecar_carries_the_shared_embedding():
     assert shared == ["word_embeddings.weight"]
     # without the mark, Megatron's rule would have kept it with hidden.0's parameters
     unmarked = [g._replace(shared_embedding=False) for g in planned.plan.inp.grads]
-    assert len(megatron_buckets(unmarked, options("distopt"), 2)) == len(recorded("distopt")) - 1
+    assert len(megatron_buckets(unmarked, MegatronOptions(**options("distopt")), 2)) == len(recorded("distopt")) - 1
 
 
 def test_without_the_sidecar_readiness_stands_for_the_order_and_the_plan_says_so(tmp_path):

@@ -7,7 +7,7 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracecli.planning import StrategyOptions, predicted
+from tracecli.planning import predicted
 from tracecli.planning.base import Grad, Grouping
 from tracecli.costs import AlphaBeta as CostModel
 from tracecli.model import CollectiveKind
@@ -86,11 +86,11 @@ def test_optimal_with_cap_equals_brute_force(instance, cap):
 def test_optimal_never_slower_than_any_strategy(instance, cap, cycle):
     grads, cost, backward_end = instance
     inp = PlanInput(grads, 0.0, backward_end)
-    best = make_plan(inp, "optimal", StrategyOptions(), cost).timeline.iteration_ms
+    best = make_plan(inp, "optimal", {}, cost).timeline.iteration_ms
     bound = lower_bound(grads, cost, backward_end)
     assert best >= bound - 1e-9
     for name in predicted():
-        opts = StrategyOptions(max_bytes=cap, cycle_ms=cycle, agg_small_grads_max_bytes=cap)
+        opts = dict(max_bytes=cap, cycle_ms=cycle, agg_small_grads_max_bytes=cap)
         plan = make_plan(inp, name, opts, cost)
         t = plan.timeline
         assert t.iteration_ms >= best - 1e-9 * max(1.0, best), name

@@ -16,6 +16,8 @@ from tracecli.errors import ReplayError
 
 from conftest import RESNET, VGG, assert_error, run
 
+pytestmark = pytest.mark.slow  # real gloo ranks, and wall-clock bounds on teardown
+
 torch = pytest.importorskip("torch", reason="replay needs the replay extra (torch)")
 
 REPORT_KEYS = {"strategy", "max_bytes", "gpus", "cost_model", "buckets", "predicted",
@@ -133,13 +135,13 @@ def children_of(pid: int) -> list[int]:
 def test_failing_rank_is_torn_down(mode, words):
     from tracecli.pipeline import ComputeRequest, inputs
     from tracecli.costs import resolve_cost_model
-    from tracecli.planning import StrategyOptions
+    from tracecli.planning import options_of
     from tracecli.replay import Fault, Ranks, ReplayJob
     from tracecli.replay.processes import start
     from tracecli import load_trace
 
     _, _, inp = inputs(load_trace(RESNET), ComputeRequest(backward_ms=20))
-    job = ReplayJob(inp, "ddp", StrategyOptions(), resolve_cost_model(2, "10gbe"), "10gbe", 3, 1)
+    job = ReplayJob(inp, "ddp", options_of("ddp"), resolve_cost_model(2, "10gbe"), "10gbe", 3, 1)
     started = time.monotonic()
     stages = []
     with pytest.raises(ReplayError) as err:

@@ -13,8 +13,8 @@ import pytest
 
 from tracecli.costs import resolve_cost_model
 from tracecli.model import CollectiveKind
-from tracecli.planning import StrategyOptions
 from tracecli.planning.base import FixedPlan, Grad, PlanInput
+from tracecli.planning.spec import NoOptions
 from tracecli.replay.jobs import CalibrationJob, ReplayJob, Sweep
 from tracecli.replay.report import replay_report
 
@@ -37,7 +37,7 @@ def small_job(world: int, cost=True, **kw) -> ReplayJob:
     fixed = FixedPlan(((0, 1), (2,), (3,)), "fixed", (ALL_REDUCE, ALL_REDUCE, ALL_GATHER))
     model = resolve_cost_model(world, "10gbe") if cost else None
     kw = {"iters": 3, "warmup": 1, "sweep": SMALL_SWEEP, "calibration_budget_s": 0.0, **kw}
-    return ReplayJob(PlanInput(grads, 1.0, 12.0, 1.0), "fixed", StrategyOptions(), model,
+    return ReplayJob(PlanInput(grads, 1.0, 12.0, 1.0), "fixed", NoOptions(), model,
                      "10gbe", fixed=fixed, **kw)
 
 

@@ -7,7 +7,7 @@ import pytest
 from tracecli.costs import CalibrationProfile, ProfilePoint, fit_ring, resolve_cost_model
 from tracecli.errors import CalibrationError
 from tracecli.model import CollectiveKind
-from tracecli.planning import StrategyOptions, make_plan
+from tracecli.planning import make_plan, options_of
 from tracecli.planning.base import Grad, PlanInput
 from tracecli.replay.jobs import ReplayJob, Sweep
 from tracecli.replay.report import p90, replay_report
@@ -106,7 +106,7 @@ def test_allgather_buckets_hold_every_rank_in_order(world):
 def synthetic_job():
     grads = tuple(Grad(f"g{i}", 1 << 20, "float32", 1 << 18, 10.0 + i, i) for i in range(4))
     inp = PlanInput(grads, 5.0, 20.0)
-    return ReplayJob(inp, "per-tensor", StrategyOptions(), resolve_cost_model(2, "10gbe"), "10gbe", 3, 1)
+    return ReplayJob(inp, "per-tensor", options_of("per-tensor"), resolve_cost_model(2, "10gbe"), "10gbe", 3, 1)
 
 
 def test_replay_report_takes_the_slowest_rank_and_medians():
@@ -261,7 +261,7 @@ def synthetic_report(scale: float = 1.0, bare: bool = False):
     from conftest import VGG
 
     _, _, inp = inputs(load_trace(VGG), ComputeRequest(device="v100"))
-    plan = make_plan(inp, "size", StrategyOptions(max_bytes=32 << 10), resolve_cost_model(2, "10gbe"))
+    plan = make_plan(inp, "size", dict(max_bytes=32 << 10), resolve_cost_model(2, "10gbe"))
     t = plan.timeline
     buckets = tuple(b._replace(ready_ms=b.ready_ms * scale, start_ms=b.start_ms * scale,
                                end_ms=b.end_ms * scale) for b in t.buckets)
@@ -270,7 +270,7 @@ def synthetic_report(scale: float = 1.0, bare: bool = False):
     ends = tuple(s + 1.1 * b.duration_ms for s, b in zip(starts, buckets))
     times = StepTimes(max(ends[-1], plan.timeline.iteration_ms) * 1.05,
                       tuple(b.ready_ms for b in buckets), starts, ends)
-    job = ReplayJob(inp, "size", StrategyOptions(max_bytes=32 << 10), plan.cost, "10gbe", 3, 1)
+    job = ReplayJob(inp, "size", options_of("size", {"max_bytes": 32 << 10}), plan.cost, "10gbe", 3, 1)
     run = ReplayRun((RankResult(0, (times,) * 3), RankResult(1, (times,) * 3)), True, None,
                     plan, "cpu (2 cores)", "gloo", 2,
                     tuple(b.duration_ms for b in buckets) if bare else None, ())

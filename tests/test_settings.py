@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tracecli.planning import Grad, PlanInput, StrategyOptions, make_plan
+from tracecli.planning import Grad, PlanInput, make_plan
 
 from tracecli.costs import resolve_cost_model
 
@@ -20,7 +20,7 @@ INPUT = PlanInput(tuple(Grad(f"g{i}", n, "float32", n // 4, 1.0 + i, i) for i, n
 
 
 def settings(strategy: str, inp: PlanInput = INPUT, **options) -> dict:
-    return make_plan(inp, strategy, StrategyOptions(**options), COST).settings
+    return make_plan(inp, strategy, dict(**options), COST).settings
 
 
 @pytest.mark.parametrize("options,text,cap_mb,first", [

@@ -6,19 +6,20 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 import sys
+from typing import Optional
 
 import pytest
 
 from tracecli.costs import resolve_cost_model
 from tracecli.errors import PlanError
 from tracecli.planning import (
-    KNOBS, STRATEGIES, Grad, Kind, Knob, PlanInput, StrategyOptions, StrategySpec, compare,
+    KNOBS, STRATEGIES, Grad, Kind, Knob, PlanInput, StrategySpec, compare,
     make_plan, predicted, spec_of,
 )
 from tracecli.planning.observed import RunBucket, as_run_plan
 from tracecli.planning.base import Grouping
 from tracecli.planning.plan import fixed_plan, is_default, settings_for
-from tracecli.planning.spec import MAX_BYTES, SPARSE_AS_DENSE
+from tracecli.planning.spec import MAX_BYTES, SPARSE_AS_DENSE, Options
 from tracecli.render.plans import compare_advice
 
 MiB = 1 << 20
@@ -28,7 +29,7 @@ INPUT = PlanInput(tuple(Grad(f"g{i}", n, "float32", n // 4, 1.0 + i, i) for i, n
                   2.0, 8.0)
 
 
-def test_the_knob_table_is_the_options_record_the_cli_and_the_plan_file():
+def test_the_knob_table_is_the_cli_s_and_each_spec_owns_its_options_record():
     names = [k.name for k in KNOBS]
     assert names == ["max_bytes", "first_bucket_bytes", "cycle_ms", "spec",
                      "agg_small_grads_max_bytes", "agg_small_grads_max_group",
@@ -38,13 +39,27 @@ def test_the_knob_table_is_the_options_record_the_cli_and_the_plan_file():
                      "deepspeed_stage", "deepspeed_reduce_bucket_size", "deepspeed_overlap_comm",
                      "deepspeed_no_reduce_scatter", "deepspeed_communication_data_type",
                      "sparse_as_dense"]
-    assert [f.name for f in dataclasses.fields(StrategyOptions)] == names
-    assert StrategyOptions() == StrategyOptions(**{k.name: k.default for k in KNOBS})
     assert [k.flag for k in KNOBS] == ["--" + n.replace("_", "-") for n in names]
-    # every spec reads knobs of the table; the plan file lists every knob
-    assert {k for spec in STRATEGIES.values() for k in spec.knobs} <= set(KNOBS)
-    doc = make_plan(INPUT, "ddp", StrategyOptions(), COST).to_json()
-    assert "max_bytes" in doc and list(doc["options"]) == names[1:]
+    # every spec reads knobs of the table, through a record of its own whose fields are them
+    assert {k for spec in STRATEGIES.values() for k in spec.knobs} == set(KNOBS)
+    for spec in STRATEGIES.values():
+        record = spec.options()
+        assert [f.name for f in dataclasses.fields(record)] == [k.name for k in spec.knobs]
+        assert all(getattr(record, k.name) == k.default for k in spec.knobs)
+        assert spec.options_of({k.name: k.default for k in KNOBS}) == record
+    # the plan file holds the options its strategy reads
+    doc = make_plan(INPUT, "ddp", {}, COST).to_json()
+    assert "max_bytes" in doc and list(doc["options"]) == ["first_bucket_bytes", "sparse_as_dense"]
+    assert make_plan(INPUT, "single", {}, COST).to_json()["options"] == {}
+
+
+@pytest.mark.parametrize("knob_name,bad", [("max_bytes", 0), ("max_bytes", 1 << 51),
+                                          ("cycle_ms", 0.0), ("cycle_ms", float("nan")),
+                                          ("agg_small_grads_max_group", -1), ("spec", 3)])
+def test_a_value_out_of_its_knob_s_bounds_is_refused_by_the_record(knob_name, bad):
+    spec = next(s for s in STRATEGIES.values() if any(k.name == knob_name for k in s.knobs))
+    with pytest.raises(PlanError, match=f"^{knob_name} must be "):
+        spec.options_of({knob_name: bad})
 
 
 def test_planning_never_imports_click():
@@ -58,9 +73,9 @@ def test_registry_dispatch_and_its_errors():
     with pytest.raises(PlanError, match="unknown strategy 'nope'; use one of per-tensor, .*observed"):
         spec_of("nope")
     with pytest.raises(PlanError, match="unknown strategy 'nope'; use one of .*optimal$"):
-        make_plan(INPUT, "nope", StrategyOptions(), COST)
+        make_plan(INPUT, "nope", {}, COST)
     with pytest.raises(PlanError, match="not predicted"):
-        make_plan(INPUT, "observed", StrategyOptions(), COST)
+        make_plan(INPUT, "observed", {}, COST)
 
 
 @pytest.mark.parametrize("name,framework", [
@@ -69,11 +84,11 @@ def test_registry_dispatch_and_its_errors():
     ("per-tensor", "pytorch-ddp"),
 ])
 def test_framework_settings_are_the_specs(name, framework):
-    plan = make_plan(INPUT, name, StrategyOptions(), COST)
+    plan = make_plan(INPUT, name, {}, COST)
     assert plan.settings == STRATEGIES[name].settings(plan) == settings_for(plan)
     assert plan.settings["framework"] == framework
     # knobs the framework reads show in its settings
-    tuned = make_plan(INPUT, name, StrategyOptions(max_bytes=8 * MiB, cycle_ms=2.0,
+    tuned = make_plan(INPUT, name, dict(max_bytes=8 * MiB, cycle_ms=2.0,
                                                    agg_small_grads_max_bytes=MiB), COST)
     text = {"ddp": "bucket_cap_mb=8)", "horovod": "HOROVOD_FUSION_THRESHOLD=8388608 HOROVOD_CYCLE_TIME=2",
             "tf-spec": "--agg_small_grads_max_bytes=1048576"}.get(name, "bucket_cap_mb_list=[")
@@ -87,33 +102,40 @@ def test_settings_of_the_run_and_of_a_strategy_unknown_here():
     assert run.settings == {"framework": None, "text": "the run's own buckets"}
     whole = as_run_plan(INPUT, [buckets[0], buckets[1]._replace(members=(2, 3, 4, 5))], COST)
     assert whole.settings["text"].startswith("DistributedDataParallel(model, bucket_cap_mb_list=[12, ")
-    other = fixed_plan(INPUT, [(0, 1, 2), (3, 4, 5)], "from-elsewhere", StrategyOptions(), COST)
+    other = fixed_plan(INPUT, [(0, 1, 2), (3, 4, 5)], "from-elsewhere", {}, COST)
     assert other.settings["bucket_cap_mb_list"] == [42.0, 2.5625]
     assert not is_default(other)
 
 
 def test_compare_rows_are_the_registrys():
-    options = StrategyOptions(max_bytes=2 * MiB, cycle_ms=5.0)
+    options = dict(max_bytes=2 * MiB, cycle_ms=5.0)
     rows = {r.label: r.plan for r in compare(INPUT, COST, options)}
     specs = [STRATEGIES[n] for n in predicted()]
     expected = ([s.name for s in specs] + [f"{s.name} tuned" for s in specs if s.tuning]
                 + [f"{s.name} default" for s in specs
-                   if s.defaults is not None and not s.is_default(options)])
+                   if s.defaults is not None and not s.is_default(s.options_of(options))])
     assert sorted(rows) == sorted(expected)
     assert {s.name for s in specs if s.tuning} == {"ddp", "horovod", "tf-spec", "megatron",
                                                              "deepspeed"}
     for spec in specs:
         if spec.tuning is None:
             continue
-        grid = [make_plan(INPUT, spec.name, o, COST) for o in spec.tuning(INPUT, options)]
+        grid = [make_plan(INPUT, spec.name, o, COST)
+                for o in spec.tuning(INPUT, spec.options_of(options))]
         best = min(p.timeline.iteration_ms for p in grid)
         assert rows[f"{spec.name} tuned"].timeline.iteration_ms == best
         assert rows[f"{spec.name} tuned"].options in {p.options for p in grid}
     for spec in specs:
-        if spec.defaults is not None and not spec.is_default(options):
+        if spec.defaults is not None and not spec.is_default(spec.options_of(options)):
             assert is_default(rows[f"{spec.name} default"]) and not is_default(rows[spec.name])
     assert is_default(rows["megatron"])  # --max-bytes and --cycle-ms are not Megatron's knobs
     assert is_default(rows["deepspeed"])
+
+
+@dataclasses.dataclass(frozen=True)
+class PairsOptions(Options):
+    max_bytes: Optional[int] = MAX_BYTES.field()
+    sparse_as_dense: bool = SPARSE_AS_DENSE.field()
 
 
 def _pairs(grads, options, cost) -> Grouping:
@@ -127,13 +149,13 @@ def test_a_new_strategy_is_one_spec(monkeypatch):
     def pairs_tuning(inp, options):
         return [dataclasses.replace(options, max_bytes=m) for m in (MiB, 2 * MiB)]
 
-    spec = StrategySpec("pairs", _pairs, (MAX_BYTES, SPARSE_AS_DENSE), pairs_settings, pairs_tuning,
-                        "Pairs", defaults=(MAX_BYTES,))
+    spec = StrategySpec("pairs", _pairs, PairsOptions, pairs_settings, pairs_tuning, "Pairs",
+                        defaults=(MAX_BYTES,))
     monkeypatch.setitem(STRATEGIES, "pairs", spec)
-    plan = make_plan(INPUT, "pairs", StrategyOptions(), COST)
+    plan = make_plan(INPUT, "pairs", {}, COST)
     assert [b.members for b in plan.buckets] == [(0, 1), (2, 3), (4, 5)]
     assert plan.settings == {"framework": "pairs", "text": "pairs(cap=None)"} and is_default(plan)
-    rows = compare(INPUT, COST, StrategyOptions(max_bytes=4 * MiB))
+    rows = compare(INPUT, COST, dict(max_bytes=4 * MiB))
     assert {"pairs", "pairs tuned", "pairs default"} <= {r.label for r in rows}
     advice = compare_advice(rows)
     k = next(i for i, line in enumerate(advice) if line.startswith("  Pairs: "))

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from tracecli.errors import PlanError
-from tracecli.planning import StrategyOptions
 from tracecli.planning.base import Grad, Grouping
 from tracecli.costs import AlphaBeta as CostModel
 from tracecli.model import CollectiveKind
+from tracecli.planning import options_of
+from tracecli.planning.strategies.ddp import DdpOptions
+from tracecli.planning.strategies.deepspeed import DeepSpeedOptions
+from tracecli.planning.strategies.horovod import HorovodOptions
+from tracecli.planning.strategies.simple import SizeOptions
+from tracecli.planning.strategies.tf_spec import TfSpecOptions
 from tracecli.planning.timeline import simulate
 from tracecli.planning.strategies import (
     STRATEGIES, ddp, ddp_buckets, ddp_limits, extract_ranges, horovod, horovod_fuse,
@@ -35,15 +38,15 @@ def grads(sizes, dtypes=None, ready=None, order=None):
     ([1 * MiB, 1 * MiB, 24 * MiB, 1 * MiB], [(0,), (1, 2), (3,)]),
 ])
 def test_ddp_fixed_cases(sizes, expected):
-    opts = StrategyOptions(first_bucket_bytes=MiB, max_bytes=25 * MiB)
+    opts = DdpOptions(first_bucket_bytes=MiB, max_bytes=25 * MiB)
     assert ddp(grads(sizes), opts).buckets == expected
 
 
 def test_ddp_limits_follow_torch():
     # default: 1 MiB first bucket, 25 MiB after; an explicit cap replaces both (torch 2.13)
-    assert ddp_limits(StrategyOptions()) == [MiB, 25 * MiB]
-    assert ddp_limits(StrategyOptions(max_bytes=50 * MiB)) == [50 * MiB]
-    assert ddp_limits(StrategyOptions(max_bytes=50 * MiB, first_bucket_bytes=MiB)) == [MiB, 50 * MiB]
+    assert ddp_limits(DdpOptions()) == [MiB, 25 * MiB]
+    assert ddp_limits(DdpOptions(max_bytes=50 * MiB)) == [50 * MiB]
+    assert ddp_limits(DdpOptions(max_bytes=50 * MiB, first_bucket_bytes=MiB)) == [MiB, 50 * MiB]
 
 
 def test_ddp_dtypes_accumulate_separately():
@@ -52,86 +55,23 @@ def test_ddp_dtypes_accumulate_separately():
     assert ddp_buckets(sizes, dtypes, [MiB, 25 * MiB]) == [(0, 2), (1, 3)]
 
 
-torch = pytest.importorskip("torch", reason="the side-by-side check needs torch")
-import torch.distributed as dist  # noqa: E402
-
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "float64": torch.float64}
-# every dtype a gradient can have
-GRAD_DTYPES = {**DTYPES, "bfloat16": torch.bfloat16, "complex64": torch.complex64,
-               "complex128": torch.complex128}
-
-
-@settings(max_examples=300, deadline=None)
-@given(
-    sizes=st.lists(st.integers(1, 3 * MiB), min_size=1, max_size=40),
-    first=st.integers(1, 2 * MiB),
-    cap=st.integers(1, 8 * MiB),
-)
-def test_ddp_matches_torch_assignment(sizes, first, cap):
-    elements = [max(1, s // 4) for s in sizes]
-    tensors = [torch.empty(n, dtype=torch.float32) for n in elements]
-    limits = [first, cap]
-    theirs, _ = dist._compute_bucket_assignment_by_size(tensors, limits)
-    ours = ddp_buckets([4 * n for n in elements], ["float32"] * len(elements), limits)
-    assert [tuple(b) for b in theirs] == ours
-
-
-@settings(max_examples=300, deadline=None)
-@given(data=st.lists(st.tuples(st.integers(1, MiB), st.sampled_from(list(GRAD_DTYPES))),
-                     min_size=1, max_size=30),
-       first=st.integers(1, 2 * MiB), cap=st.integers(1, 4 * MiB))
-def test_ddp_matches_torch_with_mixed_dtypes(data, first, cap):
-    """As at DDP's rebuild (tensor_indices given): the exact order, open buckets included."""
-    tensors = [torch.empty(n, dtype=GRAD_DTYPES[d]) for n, d in data]
-    limits = [first, cap]
-    theirs, _ = dist._compute_bucket_assignment_by_size(tensors, limits, [], list(range(len(data))))
-    ours = ddp_buckets([t.numel() * t.element_size() for t in tensors], [d for _, d in data], limits)
-    assert [tuple(b) for b in theirs] == ours
-
-
-@settings(max_examples=200, deadline=None)
-@given(data=st.lists(st.tuples(st.integers(1, MiB), st.sampled_from(list(DTYPES)), st.booleans()),
-                     min_size=1, max_size=30),
-       first=st.integers(1, 2 * MiB), cap=st.integers(1, 4 * MiB))
-def test_ddp_matches_torch_with_sparse_gradients(data, first, cap):
-    """Rebuild semantics (tensor_indices given: no re-sorting); expect_sparse_gradient
-    tensors get a bucket of their own (nn.Embedding(sparse=True))."""
-    tensors = [torch.empty(n, dtype=DTYPES[d]) for n, d, _ in data]
-    sparse = [s for _, _, s in data]
-    limits = [first, cap]
-    theirs, _ = dist._compute_bucket_assignment_by_size(tensors, limits, sparse,
-                                                         list(range(len(tensors))))
-    ours = ddp_buckets([t.numel() * t.element_size() for t in tensors], [d for _, d, _ in data],
-                       limits, sparse)
-    assert [tuple(b) for b in theirs] == ours
-
-
 def test_sparse_gradients_travel_alone_unless_densified():
     g = grads([4 * MiB, 30 * MiB, 2 * MiB], ready=[1.0, 1.2, 1.4])
     g[1] = g[1]._replace(sparse=True)
     cost = CostModel("x", 5.0, 10.0, 8)
     for name in ("ddp", "horovod", "per-tensor", "optimal"):
-        grouping = STRATEGIES[name].group(g, StrategyOptions(), cost)
+        grouping = STRATEGIES[name].group(g, options_of(name), cost)
         assert (1,) in grouping.buckets, name
         assert grouping.collectives[grouping.buckets.index((1,))] is CollectiveKind.ALL_GATHER, name
-        dense = STRATEGIES[name].group(g, StrategyOptions(sparse_as_dense=True), cost)
+        dense = STRATEGIES[name].group(g, options_of(name, {"sparse_as_dense": True}), cost)
         assert dense.collectives is None, name
-    assert horovod(g, StrategyOptions(sparse_as_dense=True)).buckets == [(0, 1, 2)]
+    assert horovod(g, HorovodOptions(sparse_as_dense=True)).buckets == [(0, 1, 2)]
     timeline = simulate(g, Grouping([(0,), (1,), (2,)], None, [CollectiveKind.ALL_REDUCE, CollectiveKind.ALL_GATHER,
                                                       CollectiveKind.ALL_REDUCE]),
                         cost, 0.0, 2.0)
     gather = cost.time_ms(CollectiveKind.ALL_GATHER, 30 * MiB)
     assert timeline.buckets[1].duration_ms == pytest.approx(gather)
     assert gather > cost.time_ms(CollectiveKind.ALL_REDUCE, 30 * MiB)  # 8 ranks' shares gathered
-
-
-def test_ddp_bucket_cap_mb_list_reproduces_a_partition():
-    sizes = [3 * MiB, 1 * MiB, 7 * MiB, 2 * MiB, 2 * MiB]
-    partition = [(0, 1), (2,), (3, 4)]
-    limits = [sum(sizes[i] for i in b) for b in partition]
-    tensors = [torch.empty(s // 4) for s in sizes]
-    theirs, _ = dist._compute_bucket_assignment_by_size(tensors, limits)
-    assert [tuple(b) for b in theirs] == partition == ddp_buckets(sizes, ["float32"] * 5, limits)
 
 
 # -- Horovod ------------------------------------------------------------------------------
@@ -152,7 +92,7 @@ def test_horovod_no_look_ahead_past_a_tensor_too_large_to_fit():
 
 def test_horovod_cycles_split_groups():
     g = grads([10, 20, 30, 40], ready=[0.1, 0.5, 1.2, 1.9])
-    result = horovod(g, StrategyOptions(max_bytes=1000, cycle_ms=1.0))
+    result = horovod(g, HorovodOptions(max_bytes=1000, cycle_ms=1.0))
     assert result.buckets == [(0, 1), (2, 3)]
     assert result.not_before == [1.0, 2.0]
 
@@ -191,7 +131,7 @@ def test_parse_all_reduce_spec():
 def test_tf_spec_parts_by_elements_in_variable_order():
     # readiness order is the reverse of variable order, as in a real backward pass
     g = grads([4 * 10, 4 * 100_000, 4 * 8, 4 * 50_000], order=[3, 2, 1, 0])
-    opts = StrategyOptions(spec="pscpu:32k:xring", agg_small_grads_max_bytes=64,
+    opts = TfSpecOptions(spec="pscpu:32k:xring", agg_small_grads_max_bytes=64,
                            agg_small_grads_max_group=10)
     result = tf_spec(g, opts)
     assert sorted(result.buckets) == [(0, 2), (1,), (3,)]  # 8- and 10-element ones packed
@@ -202,7 +142,7 @@ def test_tf_spec_parts_by_elements_in_variable_order():
 # -- size and the registry ----------------------------------------------------------------
 
 def test_size_greedy_crossing_tensor_included():
-    assert size_greedy(grads([5, 5, 1, 20, 1]), StrategyOptions(max_bytes=10)).buckets == \
+    assert size_greedy(grads([5, 5, 1, 20, 1]), SizeOptions(max_bytes=10)).buckets == \
         [(0, 1), (2, 3), (4,)]
 
 
@@ -218,7 +158,7 @@ def test_deepspeed_costs_an_oversize_parameter_as_one_bucket_and_says_so():
     from tracecli.planning.strategies.deepspeed import deepspeed
 
     grads = [Grad(f"g{i}", 4 * n, "float32", n, float(i), 3 - i) for i, n in enumerate([10, 90, 10, 0])]
-    opts = StrategyOptions(deepspeed_reduce_bucket_size=20, deepspeed_overlap_comm="true")
+    opts = DeepSpeedOptions(deepspeed_reduce_bucket_size=20, deepspeed_overlap_comm="true")
     from tracecli.costs import resolve_cost_model
 
     grouping = deepspeed(grads, opts, resolve_cost_model(4, "25gbe"))

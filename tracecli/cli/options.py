@@ -14,6 +14,7 @@ from ..costs.nccl.graph import GPUS
 from ..costs.nccl.platforms import PLATFORMS
 from ..costs.nccl.request import INTRA, MODELLED, TopologyRequest
 from ..costs.nccl.versions import DEFAULT_VERSION
+from ..limits import DEFAULT_DEVICE, MAX_RANKS
 from ..parsers import FORMATS
 from ..pipeline import DEFAULT_GPUS, ComputeRequest, CostRequest
 from ..replay.jobs import BACKENDS
@@ -107,7 +108,7 @@ network_options = options(
 )
 
 cost_options = options(
-    click.option("--gpus", type=click.IntRange(1, 1 << 20), help="Data-parallel ranks to plan "
+    click.option("--gpus", type=click.IntRange(1, MAX_RANKS), help="Data-parallel ranks to plan "
                  "for (default: the calibration's ranks, else the trace's world size, else "
                  f"{DEFAULT_GPUS})."),
     network_options)
@@ -129,7 +130,7 @@ process_options = options(
 
 def compute_from(kw) -> ComputeRequest:
     platform = kw.get("platform")
-    device = kw["device"] or (PLATFORMS[platform].gpu if platform else "h100")
+    device = kw["device"] or (PLATFORMS[platform].gpu if platform else DEFAULT_DEVICE)
     return ComputeRequest(device, kw["op_times"], kw["backward_ms"], kw["forward_ms"],
                           kw["update_ms"])
 

@@ -3,21 +3,22 @@
 from __future__ import annotations
 
 import math
+from typing import Optional
 
 import click
 
-from ..units import parse_size, parse_sizes
+from ..units import format_size, parse_size, parse_sizes
 
 __all__ = ["SizeType", "SizesType", "Number", "SIZE", "SIZES", "POSITIVE_SIZE", "MS", "options"]
 
 
 class SizeType(click.ParamType):
-    """Byte sizes: 32k, 25MiB, 64MB, 1048576 (at least ``minimum``)."""
+    """Byte sizes: 32k, 25MiB, 64MB, 1048576 (at least ``minimum``, at most ``maximum``)."""
 
     name = "SIZE"
 
-    def __init__(self, minimum: int = 0):
-        self.minimum = minimum
+    def __init__(self, minimum: int = 0, maximum: Optional[int] = None):
+        self.minimum, self.maximum = minimum, maximum
 
     def convert(self, value, param, ctx):
         if isinstance(value, int):
@@ -30,6 +31,8 @@ class SizeType(click.ParamType):
         if size < self.minimum:
             self.fail(f"{value!r} is too small; give at least {self.minimum} byte"
                       + ("s" if self.minimum != 1 else ""), param, ctx)
+        if self.maximum is not None and size > self.maximum:
+            self.fail(f"{value!r} is too large; give at most {format_size(self.maximum)}", param, ctx)
         return size
 
 

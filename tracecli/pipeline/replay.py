@@ -13,8 +13,9 @@ from typing import Optional
 
 from ..costs import DEFAULT_NETWORK, CostModel, resolve_cost_model
 from ..errors import PlanError, ReplayError
+from ..limits import MAX_RANKS
 from ..model import Trace
-from ..planning import PlanInput, StrategyOptions
+from ..planning import OptionValues, PlanInput, options_for
 from ..planning.base import FixedPlan
 from ..planning.observed import run_messages
 from .compute import ComputeRequest, inputs
@@ -38,7 +39,7 @@ def world_size(gpus: int) -> int:
     if not in_torchrun():
         return gpus
     text = os.environ["WORLD_SIZE"]
-    if not text.isdigit() or not 1 <= int(text) <= 1 << 20:
+    if not text.isdigit() or not 1 <= int(text) <= MAX_RANKS:
         raise ReplayError(f"WORLD_SIZE={text[:20]!r} is not a rank count; torchrun "
                           "sets it: run under torchrun or unset RANK, WORLD_SIZE, MASTER_ADDR")
     return int(text)
@@ -120,7 +121,7 @@ def replay_inputs(trace: Trace, strategy: str, compute: ComputeRequest, world: i
                                tuple(messages) if messages else None)
 
 
-def replay_job(inp: PlanInput, strategy: str, options: StrategyOptions, cost: CostRequest,
+def replay_job(inp: PlanInput, strategy: str, options: OptionValues, cost: CostRequest,
                iters: int, warmup: int, fixed=None, baseline: bool = False):
     """The replay of ``inp``. Its prediction uses ``cost`` when that names an interconnect
     (calibration profile, network preset or overrides); otherwise the ranks calibrate in
@@ -128,6 +129,6 @@ def replay_job(inp: PlanInput, strategy: str, options: StrategyOptions, cost: Co
     from ..replay.jobs import ReplayJob, Sweep
 
     model = cost.model() if cost.explicit else None
-    return ReplayJob(inp, strategy, options, model,
+    return ReplayJob(inp, strategy, options_for(strategy, options), model,
                      model.source if model else "in-place calibration", iters, warmup, fixed,
                      sweep=Sweep.covering(sum(g.nbytes for g in inp.grads)), baseline=baseline)

@@ -24,7 +24,7 @@ from .cost import CostRequest
 from .observed import as_run
 from .planned import Planned
 from .trace import compare_trace, plan_trace
-from ..planning import StrategyOptions
+from ..planning import OptionValues
 from ..planning.observed import RunBucket, as_run_plan
 from ..planning.plan import BucketPlan, CompareRow
 from ..run import RunReport
@@ -86,7 +86,7 @@ def _notices(said: list[str], planned: Planned, multi: bool) -> tuple[str, ...]:
     return tuple(said) + theirs
 
 
-def plan_run(trace: Trace, report: RunReport, name: str, options: StrategyOptions,
+def plan_run(trace: Trace, report: RunReport, name: str, options: OptionValues,
              compute: ComputeRequest, cost: Union[CostModel, CostRequest]) -> Planned:
     clean, said = run_trace(trace, report)
     planned = plan_trace(clean, name, options, compute, cost)
@@ -108,7 +108,7 @@ def _on_time(plan: BucketPlan, waited_ms: float) -> BucketPlan:
     return as_run_plan(inp, buckets, plan.cost, plan.notes)
 
 
-def compare_run(trace: Trace, report: RunReport, options: StrategyOptions,
+def compare_run(trace: Trace, report: RunReport, options: OptionValues,
                 compute: ComputeRequest, cost: Union[CostModel, CostRequest]) -> Planned:
     """Every strategy under the transfer-fitted model, the run with every rank on time and
     the run as measured (the lowest rank's own recorded times)."""

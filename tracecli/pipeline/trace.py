@@ -16,7 +16,7 @@ from ..analysis.shapes import infer_shapes
 from ..errors import CostModelError, PlanError
 from ..model import ComputeSource, Trace
 from ..costs import CostModel
-from ..planning import StrategyOptions, compare, make_plan
+from ..planning import OptionValues, compare, make_plan
 from ..planning.observed import as_run_prediction
 from ..planning.inputs import left_out_notice
 from ..planning.plan import CompareRow
@@ -37,7 +37,7 @@ def prepare(trace: Trace, compute: ComputeRequest, cost: Union[CostModel, CostRe
                    notices=tuple(notices) + ((left_out,) if left_out else ()))
 
 
-def plan_trace(trace: Trace, strategy: str, options: StrategyOptions, compute: ComputeRequest,
+def plan_trace(trace: Trace, strategy: str, options: OptionValues, compute: ComputeRequest,
                cost: Union[CostModel, CostRequest]) -> Planned:
     if from_run(strategy):
         return as_run(trace, compute, cost)
@@ -45,7 +45,7 @@ def plan_trace(trace: Trace, strategy: str, options: StrategyOptions, compute: C
     return replace(planned, plan=make_plan(planned.inp, strategy, options, planned.cost))
 
 
-def compare_trace(trace: Trace, options: StrategyOptions, compute: ComputeRequest,
+def compare_trace(trace: Trace, options: OptionValues, compute: ComputeRequest,
                   cost: Union[CostModel, CostRequest]) -> Planned:
     """Every strategy and each framework tuned, all under one model; on a trace that
     recorded its collectives, the run's own buckets under that model ("as run (model)",

@@ -1,5 +1,5 @@
-"""Types shared by the strategies and the planner (the options record is built from the
-knob table: :data:`.strategies.StrategyOptions`)."""
+"""Types shared by the strategies and the planner (each strategy's options record lives
+with its spec: :mod:`.spec`)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,13 @@ from typing import NamedTuple, Optional, Sequence
 from ..errors import PlanError
 from ..model import CollectiveKind
 
-__all__ = ["Grad", "Grouping", "PlanInput", "FixedPlan", "DEFAULT_MAX_BYTES",
+__all__ = ["Grad", "Grouping", "PlanInput", "FixedPlan",
            "DDP_FIRST_BUCKET_BYTES", "DDP_BUCKET_CAP", "HOROVOD_THRESHOLD", "sparse_alone",
            "collectives_of"]
 
 DDP_FIRST_BUCKET_BYTES = 1024 * 1024  # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES
 DDP_BUCKET_CAP = 25 * 1024 * 1024  # DistributedDataParallel(bucket_cap_mb=25)
 HOROVOD_THRESHOLD = 128 * 1024 * 1024  # HOROVOD_FUSION_THRESHOLD default since v0.21
-DEFAULT_MAX_BYTES = {"size": DDP_BUCKET_CAP, "ddp": DDP_BUCKET_CAP, "horovod": HOROVOD_THRESHOLD}
 
 
 class Grad(NamedTuple):

@@ -17,7 +17,7 @@ from ..costs import CostModel
 from ..errors import PlanError
 from ..model import CollectiveKind
 from .plan import BucketPlan, PlanInput, fixed_plan, settings_for
-from .strategies import StrategyOptions
+from .spec import NoOptions
 from .strategies.observed import OBSERVED
 from .schedule import CommTime, recorded
 from .timeline import BucketTiming, timeline_of
@@ -48,7 +48,7 @@ def as_run_plan(inp: PlanInput, buckets: Sequence[RunBucket], cost: CostModel,
     timeline = timeline_of(timings, inp.forward_ms, inp.backward_end_ms, inp.update_ms, times)
     # A measurement is bounded by what it measured, not by a model of it: compute alone.
     bound = times.compute_ms
-    plan = BucketPlan(AS_RUN, StrategyOptions(), cost, inp, timeline, bound, {}, tuple(notes),
+    plan = BucketPlan(AS_RUN, NoOptions(), cost, inp, timeline, bound, {}, tuple(notes),
                       measured=True)
     return replace(plan, settings=settings_for(plan))
 

@@ -22,15 +22,22 @@ past it, so the window's left end moves past ``s``, as the cap moves it.
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from ..costs import CostModel
 from ..errors import PlanError
 from ..model import CollectiveKind
 from .base import Grad, Grouping, collectives_of, sparse_alone
-from .spec import MAX_BYTES, SPARSE_AS_DENSE, StrategySpec
+from .spec import MAX_BYTES, SPARSE_AS_DENSE, Options, StrategySpec
 
-__all__ = ["optimal", "optimal_partition", "SPEC"]
+__all__ = ["optimal", "optimal_partition", "SPEC", "OptimalOptions"]
+
+
+@dataclass(frozen=True)
+class OptimalOptions(Options):
+    max_bytes: Optional[int] = MAX_BYTES.field()  # an optional cap on every bucket
+    sparse_as_dense: bool = SPARSE_AS_DENSE.field()
 
 
 def optimal_partition(ready: Sequence[float], nbytes: Sequence[int], latency_ms: float,
@@ -117,5 +124,5 @@ def optimal(grads: Sequence[Grad], opts, cost: CostModel) -> Grouping:
     return Grouping(buckets, collectives=collectives_of(buckets, lone))
 
 
-SPEC = StrategySpec("optimal", optimal, (MAX_BYTES, SPARSE_AS_DENSE))
+SPEC = StrategySpec("optimal", optimal, OptimalOptions)
 """Its plans are contiguous partitions: DDP's per-bucket caps reproduce them."""

@@ -11,23 +11,23 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..errors import PlanError
 from .base import Grouping, PlanInput
 from .planfile import plan_document
 from ..costs import CostModel
 from ..model import CollectiveKind
 from .spec import per_bucket_caps
-from .strategies import STRATEGIES, StrategyOptions, planned_spec, predicted
+from .spec import NoOptions, Options
+from .strategies import STRATEGIES, planned_spec, predicted
 from .timeline import Timeline, lower_bound, simulate
 
 __all__ = ["PlanInput", "BucketPlan", "make_plan", "compare", "CompareRow", "settings_for",
-           "is_default", "fixed_plan"]
+           "is_default", "fixed_plan", "options_for"]
 
 
 @dataclass(frozen=True)
 class BucketPlan:
     strategy: str
-    options: StrategyOptions
+    options: Options  # the strategy's own options record
     cost: CostModel
     inp: PlanInput
     timeline: Timeline
@@ -49,10 +49,10 @@ class BucketPlan:
 
 
 def make_plan(inp: PlanInput, strategy: str, options, cost: CostModel) -> BucketPlan:
-    """``strategy``'s plan of ``inp`` under ``cost`` with ``options`` (a ``StrategyOptions``)."""
+    """``strategy``'s plan of ``inp`` under ``cost`` with ``options``: the strategy's options
+    record, or a mapping of knob values (:meth:`~.spec.StrategySpec.options_of`)."""
     spec = planned_spec(strategy)
-    if options.max_bytes is not None and options.max_bytes <= 0:
-        raise PlanError("--max-bytes must be positive")
+    options = spec.options_of(options)
     grouping = spec.group(inp.grads, options, cost)
     timeline = simulate(inp.grads, grouping, cost, inp.forward_ms, inp.backward_end_ms,
                         inp.update_ms)
@@ -66,6 +66,7 @@ def fixed_plan(inp: PlanInput, buckets, strategy: str, options, cost: CostModel,
                collectives=None, messages=None) -> BucketPlan:
     """A given grouping (a plan file's, the run's own) predicted under ``cost``;
     ``messages``: each bucket's ``(bytes, dtype)`` where not its gradients' (padding)."""
+    options = options_for(strategy, options)
     timeline = simulate(inp.grads, Grouping([tuple(b) for b in buckets], None,
                                             list(collectives) if collectives else None,
                                             list(messages) if messages else None),
@@ -73,6 +74,15 @@ def fixed_plan(inp: PlanInput, buckets, strategy: str, options, cost: CostModel,
     bound = lower_bound(inp.grads, cost, inp.backward_end_ms, inp.update_ms)
     plan = BucketPlan(strategy, options, cost, inp, timeline, bound, {}, _notes(timeline))
     return replace(plan, settings=settings_for(plan))
+
+
+def options_for(strategy: str, options) -> Options:
+    """``strategy``'s options record from ``options`` (a record, or a mapping of knob values);
+    a strategy tracecli does not know (a plan file's) reads no knobs."""
+    spec = STRATEGIES.get(strategy)
+    if spec is not None:
+        return spec.options_of(options)
+    return options if isinstance(options, Options) else NoOptions()
 
 
 def _notes(timeline: Timeline) -> tuple[str, ...]:
@@ -110,26 +120,24 @@ def _best(plans: list[BucketPlan]) -> BucketPlan:
     return min(plans, key=lambda p: (round(p.timeline.iteration_ms, 9), len(p.buckets)))
 
 
-def _defaults(spec, options):
-    """The framework out of the box in the user's setup: every knob at its default but
-    the spec's ``setup`` knobs (Megatron's distributed optimizer, ...), kept as given."""
-    return replace(StrategyOptions(), **{k.name: getattr(options, k.name) for k in spec.setup})
-
-
-def compare(inp: PlanInput, cost: CostModel, options) -> list[CompareRow]:
-    """Every predicted strategy with the given options, plus each framework tuned over its
-    spec's grid, plus its defaults where the options given are not them; best first."""
+def compare(inp: PlanInput, cost: CostModel, given) -> list[CompareRow]:
+    """Every predicted strategy with the options ``given`` (a mapping of knob values: each
+    strategy reads its own), plus each framework tuned over its spec's grid, plus its
+    defaults where the options given are not them; best first."""
     specs = [STRATEGIES[name] for name in predicted()]
-    rows = [CompareRow(spec.name, make_plan(inp, spec.name, options, cost)) for spec in specs]
+    options = {spec.name: spec.options_of(given) for spec in specs}
+    rows = [CompareRow(spec.name, make_plan(inp, spec.name, options[spec.name], cost))
+            for spec in specs]
     for spec in specs:
         if spec.tuning is not None:
-            tuned = [make_plan(inp, spec.name, o, cost) for o in spec.tuning(inp, options)]
+            tuned = [make_plan(inp, spec.name, o, cost)
+                     for o in spec.tuning(inp, options[spec.name])]
             rows.append(CompareRow(f"{spec.name} tuned", _best(tuned)))
     for spec in specs:  # what the framework does out of the box, for comparison
         if spec.defaults is None or any(is_default(r.plan) for r in rows
                                         if r.plan.strategy == spec.name):
             continue
-        rows.append(CompareRow(f"{spec.name} default",
-                               make_plan(inp, spec.name, _defaults(spec, options), cost)))
+        rows.append(CompareRow(f"{spec.name} default", make_plan(
+            inp, spec.name, spec.out_of_the_box(options[spec.name]), cost)))
     rows.sort(key=lambda r: (round(r.plan.timeline.iteration_ms, 9), len(r.plan.buckets), r.label))
     return rows

@@ -18,13 +18,13 @@ from ..errors import PlanError, excerpt
 from ..jsonfile import finite_number, read_json
 from ..model import DTYPE_BYTES, CollectiveKind
 from .base import FixedPlan, Grad, PlanInput
-from .spec import Kind, Knob
-from .strategies import KNOBS, StrategyOptions
+from .spec import MAX_OPTION_BYTES, NoOptions, Options
+from .strategies import KNOBS, STRATEGIES
 
 __all__ = ["plan_document", "load_plan_file", "PlanFile", "MAX_PLAN_BYTES", "MAX_PLAN_MS",
            "REPLAYABLE_DTYPES"]
 
-MAX_PLAN_BYTES = 1 << 50
+MAX_PLAN_BYTES = MAX_OPTION_BYTES
 MAX_PLAN_MS = 1e7
 REPLAYABLE_DTYPES = ("float32", "float16", "bfloat16", "float64", "half", "float", "double")
 
@@ -41,7 +41,7 @@ _COLLECTIVES_TEXT = " or ".join(k.value for k, one in PLAN_COLLECTIVES.items() i
 class PlanFile(NamedTuple):
     inp: PlanInput
     fixed: FixedPlan  # its grouping, by gradient index, with each bucket's collective
-    options: StrategyOptions  # the strategy's knobs it was planned with
+    options: Options  # the strategy's knobs it was planned with
     doc: dict[str, Any]
 
 
@@ -50,10 +50,10 @@ def plan_document(plan) -> dict[str, Any]:
     t, o = plan.timeline, plan.options
     doc = {
         "strategy": plan.strategy,
-        "max_bytes": o.max_bytes,
+        "max_bytes": getattr(o, "max_bytes", None),
         "gpus": plan.cost.gpus,
         "cost_model": plan.cost.describe(),
-        "options": {k.name: getattr(o, k.name) for k in KNOBS if k.name != "max_bytes"},
+        "options": {k: v for k, v in o.to_json().items() if k != "max_bytes"},
         "compute": {
             "source": plan.inp.compute_source,
             "forward_ms": t.forward_ms,
@@ -112,11 +112,6 @@ def load_plan_file(path: str | Path) -> PlanFile:
         return PlanError(f"not a valid plan file ({what}); make one with tracecli "
                          "plan-buckets --out PLAN.json", path=path, line=1)
 
-    def ms(value, what: str) -> float:
-        if not finite_number(value) or not 0 <= value <= MAX_PLAN_MS:
-            raise bad(f"{what} must be a number of ms from 0 to {MAX_PLAN_MS:g}")
-        return float(value)
-
     if not isinstance(doc, dict):
         raise bad("not a JSON object")
     for key in ("strategy", "gradients", "buckets", "compute"):
@@ -124,6 +119,24 @@ def load_plan_file(path: str | Path) -> PlanFile:
             raise bad(f"no {key!r}")
     if not isinstance(doc["strategy"], str) or len(doc["strategy"]) > 100:
         raise bad("strategy must be a short string")
+    grads, index = _gradients(doc, bad)
+    buckets, collectives, messages = _buckets(doc, grads, index, bad)
+    inp = _compute(doc, tuple(grads), path, bad)
+    options = _options(doc, bad)
+    exact = all(m == (sum(grads[i].nbytes for i in b), None) for m, b in zip(messages, buckets))
+    sent = None if exact else tuple((n, d or grads[b[0]].dtype) for (n, d), b in zip(messages, buckets))
+    return PlanFile(inp, FixedPlan(tuple(buckets), doc["strategy"], tuple(collectives), sent),
+                    options, doc)
+
+
+def _ms(value, what: str, bad) -> float:
+    if not finite_number(value) or not 0 <= value <= MAX_PLAN_MS:
+        raise bad(f"{what} must be a number of ms from 0 to {MAX_PLAN_MS:g}")
+    return float(value)
+
+
+def _gradients(doc: dict, bad) -> tuple[list[Grad], dict[str, int]]:
+    """The plan's gradients, each checked, and their places by name."""
     if not isinstance(doc["gradients"], list) or not doc["gradients"]:
         raise bad("gradients must be a non-empty list")
     grads, index = [], {}
@@ -144,8 +157,13 @@ def load_plan_file(path: str | Path) -> PlanFile:
         if not isinstance(sparse, bool):
             raise bad(f"gradient {i} ({excerpt(name)}): sparse must be true or false")
         index[name] = i
-        ready = ms(g.get("ready_ms"), f"gradient {i} ready_ms")
+        ready = _ms(g.get("ready_ms"), f"gradient {i} ready_ms", bad)
         grads.append(Grad(name, nbytes, dtype, nbytes // DTYPE_BYTES[dtype], ready, i, sparse))
+    return grads, index
+
+
+def _buckets(doc: dict, grads: list[Grad], index: dict[str, int], bad):
+    """Each bucket's members, collective and what it sends; every gradient in exactly one."""
     if not isinstance(doc["buckets"], list) or not doc["buckets"]:
         raise bad("buckets must be a non-empty list")
     buckets, collectives, messages, seen = [], [], [], set()
@@ -166,20 +184,20 @@ def load_plan_file(path: str | Path) -> PlanFile:
         messages.append(_message(b, k, [grads[i] for i in members], collective, bad))
     if len(seen) != len(grads):
         raise bad("some gradients are in no bucket")
+    return buckets, collectives, messages
+
+
+def _compute(doc: dict, grads: tuple[Grad, ...], path: str, bad) -> PlanInput:
+    """The planner's input: the gradients and the plan's compute times."""
     compute = doc["compute"] if isinstance(doc["compute"], dict) else {}
-    forward = ms(compute.get("forward_ms"), "compute.forward_ms")
-    backward = ms(compute.get("backward_ms"), "compute.backward_ms")
-    update = ms(compute.get("update_ms", 0.0), "compute.update_ms")
+    forward = _ms(compute.get("forward_ms"), "compute.forward_ms", bad)
+    backward = _ms(compute.get("backward_ms"), "compute.backward_ms", bad)
+    update = _ms(compute.get("update_ms", 0.0), "compute.update_ms", bad)
     if forward + backward + update > MAX_PLAN_MS:
         raise bad(f"forward + backward + update must not exceed {MAX_PLAN_MS:g} ms")
     source = compute.get("source", "")
-    inp = PlanInput(tuple(grads), forward, forward + backward, update,
-                    f"plan file {path}: " + (source[:500] if isinstance(source, str) else ""))
-    options = _options(doc, bad)
-    exact = all(m == (sum(grads[i].nbytes for i in b), None) for m, b in zip(messages, buckets))
-    sent = None if exact else tuple((n, d or grads[b[0]].dtype) for (n, d), b in zip(messages, buckets))
-    return PlanFile(inp, FixedPlan(tuple(buckets), doc["strategy"], tuple(collectives), sent),
-                    options, doc)
+    return PlanInput(grads, forward, forward + backward, update,
+                     f"plan file {path}: " + (source[:500] if isinstance(source, str) else ""))
 
 
 def _message(b: dict, k: int, grads: list, collective, bad) -> tuple[int, Optional[str]]:
@@ -199,40 +217,22 @@ def _message(b: dict, k: int, grads: list, collective, bad) -> tuple[int, Option
     return nbytes, dtype
 
 
-def _options(doc: dict, bad) -> StrategyOptions:
-    """The knobs the plan was made with (a knob a file does not name keeps its default),
-    each checked as the command line checks it."""
+def _options(doc: dict, bad) -> Options:
+    """The knobs the plan's strategy reads, as it was made with them (a knob the file does
+    not name keeps its default; ``max_bytes`` is the document's own field), each checked by
+    its knob as the command line checks it. A strategy tracecli does not know has none."""
     given = doc.get("options", {})
     if not isinstance(given, dict):
         raise bad("options must be an object")
-    values = {}
-    for knob in KNOBS:
-        value = doc.get("max_bytes") if knob.name == "max_bytes" else given.get(knob.name, knob.default)
-        if not _valid(knob, value):
-            raise bad(f"{knob.name} must be {_WHAT[knob.kind]}")
+    values = {"max_bytes": doc.get("max_bytes")}
+    for knob in KNOBS:  # every knob the file names is checked, read by its strategy or not
+        value = values["max_bytes"] if knob.name == "max_bytes" else given.get(knob.name, knob.default)
+        problem = knob.problem(value)
+        if problem:
+            raise bad(problem)
         values[knob.name] = value
-    return StrategyOptions(**values)
-
-
-_WHAT = {Kind.BYTES: "null or a byte count from 1 to 2^50", Kind.BYTES_OR_ZERO:
-         "a byte count from 0 to 2^50", Kind.MS: f"a number of ms above 0, at most {1e6:g}",
-         Kind.TEXT: "a string of at most 1,000 characters", Kind.COUNT:
-         "an integer from 0 to 2^31", Kind.FLAG: "true or false"}
-
-
-def _valid(knob: Knob, value: Any) -> bool:
-    kind = knob.kind
-    if kind is Kind.FLAG:
-        return isinstance(value, bool)
-    if kind is Kind.TEXT:
-        return isinstance(value, str) and len(value) <= 1000
-    if kind is Kind.MS:
-        return finite_number(value) and 0 < value <= 1e6
-    if value is None and kind is Kind.BYTES:
-        return True
-    low, high = (1, MAX_PLAN_BYTES) if kind is Kind.BYTES else \
-        (0, MAX_PLAN_BYTES) if kind is Kind.BYTES_OR_ZERO else (0, 1 << 31)
-    return type(value) is int and low <= value <= high
+    spec = STRATEGIES.get(doc["strategy"])
+    return spec.options_of(values) if spec is not None else NoOptions()
 
 
 def _collective(value: Any):

@@ -1,35 +1,52 @@
-"""What a strategy is (DESIGN 4.4): a spec, and the knobs it reads.
+"""What a strategy is (DESIGN 4.4): a spec, its options record, and the knobs it reads.
 
 A :class:`StrategySpec` names a strategy and holds everything the rest of tracecli asks of
-it: the grouping function (one small signature, the cost model passed in), the knobs it
-reads, the framework settings that reproduce its plans, the tuning grid ``--compare``
-searches, the framework's title in the advice, and the knobs whose defaults are the
-framework's out of the box. The registry (:mod:`.strategies`) keys the specs by name, as
-PyTorch's ``ddp_comm_hooks`` keys its hooks, so a new framework's strategy is one module
-defining a spec plus one line there.
+it: the grouping function (one small signature, the cost model passed in), its options
+record (a frozen dataclass of :class:`Knob` fields, one class a strategy), the framework
+settings that reproduce its plans, the tuning grid ``--compare`` searches, the framework's
+title in the advice, and the knobs whose defaults are the framework's out of the box. The
+registry (:mod:`.strategies`) keys the specs by name, as PyTorch's ``ddp_comm_hooks`` keys
+its hooks, so a new framework's strategy is one module defining a spec plus one line there.
 
-A :class:`Knob` describes one option without click: the CLI builds its options from the
-knob table, :func:`options_type` builds the options record (``StrategyOptions``) from it.
+A :class:`Knob` describes one option without click, with its bounds: the CLI builds its
+flags and their types from the knob table, plan files and options records check values with
+the same :meth:`Knob.problem`.
+
+>>> @dataclass(frozen=True)
+... class CapOptions(Options):
+...     max_bytes: Optional[int] = MAX_BYTES.field()
+>>> CapOptions.of({"max_bytes": 1024, "cycle_ms": 2.0})
+CapOptions(max_bytes=1024)
+>>> CapOptions(max_bytes=0)
+Traceback (most recent call last):
+...
+tracecli.errors.PlanError: max_bytes must be null or a byte count from 1 to 2^50
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Sequence
 
+from ..errors import PlanError
 from .base import DDP_BUCKET_CAP, DDP_FIRST_BUCKET_BYTES, HOROVOD_THRESHOLD, Grad, Grouping
 
 if TYPE_CHECKING:
     from ..costs import CostModel
     from .base import PlanInput
 
-__all__ = ["Kind", "Knob", "StrategySpec", "Strategy", "Settings", "Tuning", "MAX_BYTES",
-           "SPARSE_AS_DENSE", "options_type", "knob_table", "per_bucket_caps", "cap_candidates",
-           "mib_text", "MiB"]
+__all__ = ["Kind", "Knob", "Options", "NoOptions", "OptionValues", "StrategySpec", "Strategy", "Settings",
+           "Tuning", "MAX_BYTES", "SPARSE_AS_DENSE", "knob_table", "per_bucket_caps",
+           "cap_candidates", "mib_text", "MiB", "MAX_OPTION_BYTES"]
 
 MiB = 1024 * 1024
+MAX_OPTION_BYTES = 1 << 50  # a byte-size knob's largest value (1 PiB)
+_MAX_COUNT = 1 << 31
+_MAX_MS = 1e6
+_MAX_TEXT = 1000
 
 
 class Kind(Enum):
@@ -43,20 +60,83 @@ class Kind(Enum):
     FLAG = "flag"  # on when given
 
 
-_TYPES = {Kind.BYTES: Optional[int], Kind.BYTES_OR_ZERO: int, Kind.MS: float, Kind.TEXT: str,
-          Kind.COUNT: int, Kind.FLAG: bool}
+_WHAT = {Kind.BYTES: "null or a byte count from 1 to 2^50", Kind.BYTES_OR_ZERO:
+         "a byte count from 0 to 2^50", Kind.MS: f"a number of ms above 0, at most {_MAX_MS:g}",
+         Kind.TEXT: f"a string of at most {_MAX_TEXT:,} characters", Kind.COUNT:
+         "an integer from 0 to 2^31", Kind.FLAG: "true or false"}
 
 
 @dataclass(frozen=True)
 class Knob:
-    """One strategy option: its field in ``StrategyOptions``, its command-line flag, the
-    kind of value, its default and its help line."""
+    """One strategy option: its field name, its command-line flag, the kind of value (which
+    fixes its bounds: :attr:`low`, :attr:`high`), its default and its help line."""
 
     name: str
     flag: str
     kind: Kind
     default: Any
     help: str
+
+    @property
+    def low(self) -> float:
+        """The least value (exclusive for ms, which must be above 0)."""
+        return {Kind.BYTES: 1, Kind.BYTES_OR_ZERO: 0, Kind.MS: 0.0, Kind.COUNT: 0}.get(self.kind, 0)
+
+    @property
+    def high(self) -> float:
+        return {Kind.BYTES: MAX_OPTION_BYTES, Kind.BYTES_OR_ZERO: MAX_OPTION_BYTES,
+                Kind.MS: _MAX_MS, Kind.COUNT: _MAX_COUNT, Kind.TEXT: _MAX_TEXT}.get(self.kind, 1)
+
+    def valid(self, value: Any) -> bool:
+        """Whether ``value`` is one this knob takes (the type and the bounds)."""
+        kind = self.kind
+        if kind is Kind.FLAG:
+            return isinstance(value, bool)
+        if kind is Kind.TEXT:
+            return isinstance(value, str) and len(value) <= self.high
+        if kind is Kind.MS:
+            return type(value) in (int, float) and math.isfinite(value) and self.low < value <= self.high
+        if value is None and kind is Kind.BYTES:
+            return True
+        return type(value) is int and self.low <= value <= self.high
+
+    def problem(self, value: Any) -> Optional[str]:
+        """What is wrong with ``value`` for this knob, or ``None``."""
+        return None if self.valid(value) else f"{self.name} must be {_WHAT[self.kind]}"
+
+    def field(self) -> Any:
+        """The dataclass field of this knob in an options record (its default, the knob)."""
+        return dataclasses.field(default=self.default, metadata={"knob": self})
+
+
+class Options:
+    """Base of every strategy's options record: a frozen dataclass whose fields are made by
+    :meth:`Knob.field`, each value checked by its knob when the record is made."""
+
+    def __post_init__(self) -> None:
+        for knob in self.knobs():
+            problem = knob.problem(getattr(self, knob.name))
+            if problem:
+                raise PlanError(problem)
+
+    @classmethod
+    def knobs(cls) -> tuple[Knob, ...]:
+        """The knobs of the record's fields, in field order."""
+        return tuple(f.metadata["knob"] for f in dataclasses.fields(cls))
+
+    @classmethod
+    def of(cls, given: Mapping[str, Any]):
+        """The record of the values ``given`` for its knobs (others: their defaults); the
+        values of knobs it does not read are ignored."""
+        return cls(**{k.name: given[k.name] for k in cls.knobs() if k.name in given})
+
+    def to_json(self) -> dict[str, Any]:
+        return {k.name: getattr(self, k.name) for k in self.knobs()}
+
+
+@dataclass(frozen=True)
+class NoOptions(Options):
+    """The options of a strategy with no knob."""
 
 
 MAX_BYTES = Knob(
@@ -69,8 +149,12 @@ SPARSE_AS_DENSE = Knob(
     "Fuse sparse gradients (embeddings) into all-reduce buckets as dense, as Horovod's "
     "sparse_as_dense=True does (default: each is all-gathered on its own).")
 
+OptionValues = Mapping[str, Any]
+"""The strategy options a user gave, by knob name (every flag of the knob table, or any
+subset): each strategy reads its own with :meth:`StrategySpec.options_of`."""
+
 Strategy = Callable[[Sequence[Grad], Any, "CostModel"], Grouping]
-"""``(gradients in readiness order, StrategyOptions, cost model) -> Grouping``."""
+"""``(gradients in readiness order, the strategy's options record, cost model) -> Grouping``."""
 Settings = Callable[[Any], dict]
 """A plan -> what to set in the framework to get it (``{"framework", ..., "text"}``)."""
 Tuning = Callable[["PlanInput", Any], Iterable[Any]]
@@ -112,22 +196,22 @@ def cap_candidates(grads: Sequence[Grad]) -> list[int]:
 class StrategySpec:
     """One strategy.
 
-    ``group`` maps the gradients to buckets; ``knobs`` are the options it reads;
-    ``settings`` says what to set in a framework to get a plan; ``tuning``, when given,
-    yields the options ``--compare`` tries for the "<name> tuned" row; ``title`` is the
-    framework's name in the advice; ``defaults``, when given, are the knobs whose default
-    values are what the framework does out of the box (``--compare`` then adds a
-    "<name> default" row when the options given are not them). ``from_run``: taken from a
-    profiled run, not predicted (``observed``); the pipeline builds it from the trace.
-    ``frameworks``: the frameworks of traces (``Abilities.framework``) whose users set it;
-    advice leads with the spec serving the trace's own framework. ``setup``: knobs that
-    describe the user's run rather than a bucket choice (Megatron's distributed optimizer),
-    kept as given in the "<name> default" row.
+    ``group`` maps the gradients to buckets, reading its ``options`` record (the knobs the
+    strategy reads, :class:`Options`); ``settings`` says what to set in a framework to get a
+    plan; ``tuning``, when given, yields the options ``--compare`` tries for the "<name>
+    tuned" row; ``title`` is the framework's name in the advice; ``defaults``, when given,
+    are the knobs whose default values are what the framework does out of the box
+    (``--compare`` then adds a "<name> default" row when the options given are not them).
+    ``from_run``: taken from a profiled run, not predicted (``observed``); the pipeline
+    builds it from the trace. ``frameworks``: the frameworks of traces
+    (``Abilities.framework``) whose users set it; advice leads with the spec serving the
+    trace's own framework. ``setup``: knobs that describe the user's run rather than a bucket
+    choice (Megatron's distributed optimizer), kept as given in the "<name> default" row.
     """
 
     name: str
     group: Strategy
-    knobs: tuple[Knob, ...] = ()
+    options: type = NoOptions
     settings: Settings = per_bucket_caps
     tuning: Optional[Tuning] = None
     title: Optional[str] = None
@@ -136,15 +220,40 @@ class StrategySpec:
     frameworks: tuple[str, ...] = ()  # the traces' frameworks (Abilities.framework) it serves
     setup: tuple[Knob, ...] = ()
 
+    def __post_init__(self) -> None:
+        read = set(self.knobs)
+        stray = [k.name for k in (self.defaults or ()) + self.setup if k not in read]
+        if stray:
+            raise ValueError(f"{self.name}'s defaults or setup name knobs it does not read: {stray}")
+
+    @property
+    def knobs(self) -> tuple[Knob, ...]:
+        """The knobs the strategy reads: its options record's."""
+        return self.options.knobs()
+
+    def options_of(self, given: Any) -> Options:
+        """Its options record from ``given``: one already (kept), or a mapping of knob
+        values (the flags a user gave; the knobs it does not read are ignored)."""
+        if isinstance(given, self.options):
+            return given
+        if isinstance(given, Options):
+            given = given.to_json()
+        return self.options.of(given or {})
+
     def is_default(self, options) -> bool:
         """True when ``options`` are the framework's defaults (never without ``defaults``)."""
         return self.defaults is not None and all(
             getattr(options, k.name) == k.default for k in self.defaults)
 
+    def out_of_the_box(self, options: Options) -> Options:
+        """The framework out of the box in the user's setup: every knob at its default but
+        the ``setup`` knobs, kept as given."""
+        return self.options(**{k.name: getattr(options, k.name) for k in self.setup})
+
 
 def knob_table(specs: Iterable[StrategySpec]) -> tuple[Knob, ...]:
     """Every knob once: the cap first, then each strategy's own in registry order, then
-    ``--sparse-as-dense`` (the CLI's order and the plan file's)."""
+    ``--sparse-as-dense`` (the CLI's order)."""
     table = {MAX_BYTES.name: MAX_BYTES}
     for spec in specs:
         for knob in spec.knobs:
@@ -153,16 +262,3 @@ def knob_table(specs: Iterable[StrategySpec]) -> tuple[Knob, ...]:
                     raise ValueError(f"two strategy options are named {knob.name!r}")
     table[SPARSE_AS_DENSE.name] = SPARSE_AS_DENSE
     return tuple(table.values())
-
-
-def options_type(knobs: Sequence[Knob], module: str) -> type:
-    """The frozen record of every knob's value, fields in table order, each defaulting to
-    its knob's default: ``StrategyOptions(max_bytes=..., cycle_ms=...)``."""
-    cls = dataclasses.make_dataclass(
-        "StrategyOptions",
-        [(k.name, _TYPES[k.kind], dataclasses.field(default=k.default)) for k in knobs],
-        frozen=True)
-    cls.__module__ = module  # where pickle finds it (replay sends options to its ranks)
-    cls.__doc__ = ("Every strategy option's value (the knob table: ``KNOBS``); a strategy "
-                   "reads the knobs its spec lists.")
-    return cls

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..costs import CostModel
-from ..planning import StrategyOptions
+from ..planning import Options
 from ..planning.base import FixedPlan, PlanInput
 from ..planning.plan import BucketPlan, fixed_plan, make_plan
 
@@ -67,7 +67,7 @@ class Sweep:
 class ReplayJob:
     inp: PlanInput
     strategy: str
-    options: StrategyOptions
+    options: Options  # the strategy's own record
     cost: Optional[CostModel]  # None: calibrate in place before the replay
     cost_source: str
     iters: int = 20

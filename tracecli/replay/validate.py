@@ -58,7 +58,7 @@ def check_job(job: ReplayJob, world: int, backend: str, where: Optional[str] = N
                                      f"(forward, backward and update); replay emulates steps of "
                                      f"at most {MAX_STEP_MS / 1000:,.0f} s", path=where)
     buffers = sum(g.nbytes for g in inp.grads)
-    if not job.options.sparse_as_dense:  # an all-gathered gradient also holds every rank's share
+    if not getattr(job.options, "sparse_as_dense", False):  # an all-gathered gradient also holds every rank's share
         buffers += world * sum(g.nbytes for g in inp.grads if g.sparse)
     # in-place calibration holds every sweep size at once (sizes are measured interleaved)
     sweep = sum(job.sweep.sizes()) if job.cost is None else 0

@@ -20,10 +20,10 @@ A new framework's strategy is one module defining its spec, and one line below.
 from __future__ import annotations
 
 from ...errors import PlanError
-from ..base import DEFAULT_MAX_BYTES, DDP_BUCKET_CAP, DDP_FIRST_BUCKET_BYTES, HOROVOD_THRESHOLD
+from ..base import DDP_BUCKET_CAP, DDP_FIRST_BUCKET_BYTES, HOROVOD_THRESHOLD
 from ..base import Grad, Grouping
 from ..optimal import SPEC as _optimal
-from ..spec import StrategySpec, knob_table, options_type
+from ..spec import Options, StrategySpec, knob_table
 from . import ddp as _ddp, horovod as _horovod, observed as _observed, simple as _simple
 from . import tf_spec as _tf_spec
 from . import deepspeed as _deepspeed, megatron as _megatron
@@ -33,8 +33,8 @@ from .simple import per_tensor, single, size_greedy
 from .tf_spec import SpecPart, extract_ranges, pack_small_tensors, parse_all_reduce_spec, tf_spec
 
 __all__ = [
-    "STRATEGIES", "predicted", "KNOBS", "StrategyOptions", "StrategySpec", "spec_of",
-    "planned_spec", "Grad", "Grouping", "DEFAULT_MAX_BYTES", "DDP_FIRST_BUCKET_BYTES",
+    "STRATEGIES", "predicted", "KNOBS", "Options", "StrategySpec", "spec_of", "options_of",
+    "planned_spec", "Grad", "Grouping", "DDP_FIRST_BUCKET_BYTES",
     "DDP_BUCKET_CAP", "HOROVOD_THRESHOLD", "per_tensor", "single", "size_greedy", "ddp",
     "ddp_buckets", "ddp_limits", "horovod", "horovod_fuse", "tf_spec", "parse_all_reduce_spec",
     "pack_small_tensors", "extract_ranges", "SpecPart",
@@ -55,9 +55,7 @@ STRATEGIES: dict[str, StrategySpec] = {spec.name: spec for spec in (
 """Every strategy by name, in the order the CLI offers them."""
 
 KNOBS = knob_table(STRATEGIES.values())
-"""Every strategy option once, in the CLI's and the plan file's order."""
-
-StrategyOptions = options_type(KNOBS, __name__)
+"""Every strategy option once, in the CLI's order."""
 
 
 def predicted() -> list[str]:
@@ -84,3 +82,10 @@ def planned_spec(name: str) -> StrategySpec:
         raise PlanError(f"the {name} strategy is not predicted: it is the buckets a "
                         "profiled run used, planned from a trace that recorded its collectives")
     return spec
+
+
+def options_of(name: str, given=None) -> Options:
+    """Strategy ``name``'s options record from ``given`` (a mapping of knob values, e.g. the
+    flags a user gave; knobs it does not read are ignored): ``options_of("ddp",
+    {"max_bytes": 1 << 20})``."""
+    return spec_of(name).options_of(given)

@@ -3,21 +3,28 @@ its ``DistributedDataParallel(bucket_cap_mb=...)`` setting and its tuning grid."
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Optional, Sequence
 
 from ..base import DDP_BUCKET_CAP, DDP_FIRST_BUCKET_BYTES, Grad, Grouping, collectives_of, sparse_alone
 from ..spec import (
-    MAX_BYTES, SPARSE_AS_DENSE, Kind, Knob, MiB, StrategySpec, cap_candidates, mib_text,
+    MAX_BYTES, SPARSE_AS_DENSE, Kind, Knob, MiB, Options, StrategySpec, cap_candidates, mib_text,
 )
 
 __all__ = ["ddp", "ddp_buckets", "ddp_limits", "ddp_settings", "ddp_tuning", "FIRST_BUCKET_BYTES",
-           "SPEC"]
+           "SPEC", "DdpOptions"]
 
 FIRST_BUCKET_BYTES = Knob(
     "first_bucket_bytes", "--first-bucket-bytes", Kind.BYTES, None,
     "ddp: first bucket cap in bytes (default as torch: 1 MiB unless --max-bytes is given, "
     "then the same).")
+
+
+@dataclass(frozen=True)
+class DdpOptions(Options):
+    max_bytes: Optional[int] = MAX_BYTES.field()  # bucket_cap_mb, in bytes
+    first_bucket_bytes: Optional[int] = FIRST_BUCKET_BYTES.field()
+    sparse_as_dense: bool = SPARSE_AS_DENSE.field()
 
 
 def ddp_limits(opts) -> list[int]:
@@ -97,6 +104,5 @@ def ddp_tuning(inp, options):
         yield replace(options, max_bytes=cap, first_bucket_bytes=None)
 
 
-SPEC = StrategySpec("ddp", ddp, (MAX_BYTES, FIRST_BUCKET_BYTES, SPARSE_AS_DENSE), ddp_settings,
-                    ddp_tuning, "PyTorch DDP", defaults=(MAX_BYTES, FIRST_BUCKET_BYTES),
+SPEC = StrategySpec("ddp", ddp, DdpOptions, ddp_settings, ddp_tuning, "PyTorch DDP", defaults=(MAX_BYTES, FIRST_BUCKET_BYTES),
                     frameworks=("pytorch",))

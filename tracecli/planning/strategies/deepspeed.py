@@ -33,16 +33,16 @@ equal parts (``get_data_parallel_partitions``); one parameter group is assumed.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple, Optional, Sequence
 
 from ...errors import PlanError
 from ...model import CollectiveKind, DTYPE_BYTES
 from ..base import Grad, Grouping
-from ..spec import Kind, Knob, StrategySpec
+from ..spec import Kind, Knob, Options, StrategySpec
 
 __all__ = ["deepspeed", "zero_flushes", "ZeroFlush", "deepspeed_settings", "deepspeed_tuning",
-           "SPEC", "KNOBS", "DEFAULT_REDUCE_BUCKET"]
+           "SPEC", "KNOBS", "DEFAULT_REDUCE_BUCKET", "DeepSpeedOptions"]
 
 DEFAULT_REDUCE_BUCKET = 500_000_000  # reduce_bucket_size, elements (zero/config.py)
 
@@ -59,7 +59,20 @@ REDUCE_SCATTER = Knob("deepspeed_no_reduce_scatter", "--deepspeed-no-reduce-scat
 COMM_DTYPE = Knob("deepspeed_communication_data_type", "--deepspeed-communication-data-type",
                   Kind.TEXT, "", "deepspeed: communication_data_type (e.g. float32); empty: "
                   "each gradient's own dtype.")
-KNOBS = (STAGE, BUCKET, OVERLAP, REDUCE_SCATTER, COMM_DTYPE)
+
+
+@dataclass(frozen=True)
+class DeepSpeedOptions(Options):
+    """``zero_optimization``'s bucketing fields, as tracecli's flags name them."""
+
+    deepspeed_stage: int = STAGE.field()
+    deepspeed_reduce_bucket_size: int = BUCKET.field()
+    deepspeed_overlap_comm: str = OVERLAP.field()
+    deepspeed_no_reduce_scatter: bool = REDUCE_SCATTER.field()
+    deepspeed_communication_data_type: str = COMM_DTYPE.field()
+
+
+KNOBS = DeepSpeedOptions.knobs()
 
 
 class ZeroFlush(NamedTuple):
@@ -252,6 +265,6 @@ def deepspeed_tuning(inp, options):
         size *= 2
 
 
-SPEC = StrategySpec("deepspeed", deepspeed, KNOBS, deepspeed_settings, deepspeed_tuning,
+SPEC = StrategySpec("deepspeed", deepspeed, DeepSpeedOptions, deepspeed_settings, deepspeed_tuning,
                     "DeepSpeed ZeRO", defaults=(BUCKET, OVERLAP),
                     setup=(STAGE, REDUCE_SCATTER, COMM_DTYPE))

@@ -5,17 +5,28 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import replace
-from typing import Any, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Optional, Sequence
 
-from ...errors import PlanError
 from ..base import HOROVOD_THRESHOLD, Grad, Grouping, collectives_of, sparse_alone
-from ..spec import MAX_BYTES, SPARSE_AS_DENSE, Kind, Knob, StrategySpec, cap_candidates
-from .ddp import FIRST_BUCKET_BYTES
+from ..spec import MAX_BYTES, SPARSE_AS_DENSE, Kind, Knob, Options, StrategySpec, cap_candidates
 
-__all__ = ["horovod", "horovod_fuse", "horovod_settings", "horovod_tuning", "CYCLE_MS", "SPEC"]
+__all__ = ["horovod", "horovod_fuse", "horovod_settings", "horovod_tuning", "CYCLE_MS", "SPEC",
+           "HorovodOptions"]
 
 CYCLE_MS = Knob("cycle_ms", "--cycle-ms", Kind.MS, 1.0, "horovod: HOROVOD_CYCLE_TIME, ms.")
+
+
+@dataclass(frozen=True)
+class HorovodOptions(Options):
+    max_bytes: Optional[int] = MAX_BYTES.field()  # HOROVOD_FUSION_THRESHOLD
+    cycle_ms: float = CYCLE_MS.field()  # HOROVOD_CYCLE_TIME
+    sparse_as_dense: bool = SPARSE_AS_DENSE.field()
+
+    @property
+    def threshold(self) -> int:
+        """``HOROVOD_FUSION_THRESHOLD``: ``max_bytes``, else Horovod's default."""
+        return self.max_bytes if self.max_bytes is not None else HOROVOD_THRESHOLD
 
 
 def horovod_fuse(nbytes: Sequence[int], dtypes: Sequence[str], threshold: int) -> list[tuple[int, ...]]:
@@ -58,9 +69,7 @@ def horovod(grads: Sequence[Grad], opts, cost=None) -> Grouping:
     step's start) are fused; the fused all-reduce can start at the end of that cycle.
     Sparse gradients (``IndexedSlices``) are all-gathered, each on its own, unless
     ``sparse_as_dense``."""
-    if opts.cycle_ms <= 0:
-        raise PlanError("--cycle-ms must be positive")
-    threshold = opts.max_bytes if opts.max_bytes is not None else HOROVOD_THRESHOLD
+    threshold = opts.threshold
     alone = sparse_alone(grads, opts)
     buckets: list[tuple[int, ...]] = []
     not_before: list[float] = []
@@ -85,7 +94,7 @@ def horovod_settings(plan) -> dict[str, Any]:
     """``export HOROVOD_FUSION_THRESHOLD=... HOROVOD_CYCLE_TIME=...`` (and the tape's
     ``sparse_as_dense`` when it matters)."""
     o = plan.options
-    threshold = o.max_bytes if o.max_bytes is not None else HOROVOD_THRESHOLD
+    threshold = o.threshold
     text = f"export HOROVOD_FUSION_THRESHOLD={threshold} HOROVOD_CYCLE_TIME={o.cycle_ms:g}"
     if o.sparse_as_dense and any(g.sparse for g in plan.inp.grads):
         text += "  # and hvd.DistributedGradientTape(tape, sparse_as_dense=True)"
@@ -108,8 +117,5 @@ def horovod_tuning(inp, options):
                 yield replace(options, max_bytes=c, cycle_ms=cy, sparse_as_dense=d)
 
 
-# Defaults include --first-bucket-bytes, which Horovod does not read: a plan made with it
-# given has not been counted as Horovod's default (kept so --compare's rows stay as they were).
-SPEC = StrategySpec("horovod", horovod, (MAX_BYTES, CYCLE_MS, SPARSE_AS_DENSE), horovod_settings,
-                    horovod_tuning, "Horovod", defaults=(MAX_BYTES, FIRST_BUCKET_BYTES, CYCLE_MS),
-                    frameworks=("horovod",))
+SPEC = StrategySpec("horovod", horovod, HorovodOptions, horovod_settings, horovod_tuning,
+                    "Horovod", defaults=(MAX_BYTES, CYCLE_MS), frameworks=("horovod",))

@@ -30,16 +30,16 @@ What a bucket sends is its whole ``grad_data``: the padded element count in the 
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple, Optional, Sequence
 
 from ...errors import PlanError
 from ...model import CollectiveKind, DTYPE_BYTES
 from ..base import Grad, Grouping
-from ..spec import Kind, Knob, StrategySpec
+from ..spec import Kind, Knob, Options, StrategySpec
 
 __all__ = ["megatron", "megatron_layout", "megatron_buckets", "megatron_bucket_size",
-           "megatron_settings", "megatron_tuning", "MegatronBucket", "SPEC", "KNOBS"]
+           "megatron_settings", "megatron_tuning", "MegatronBucket", "SPEC", "KNOBS", "MegatronOptions"]
 
 BUCKET_SIZE = Knob(
     "megatron_bucket_size", "--megatron-bucket-size", Kind.COUNT, 0,
@@ -66,7 +66,21 @@ EXPERT_DP = Knob(
     "megatron_expert_dp", "--megatron-expert-dp", Kind.COUNT, 0,
     "megatron: ranks of the expert data-parallel group, which pads expert buffers "
     "(0: --gpus).")
-KNOBS = (BUCKET_SIZE, OVERLAP, DISTRIBUTED_OPTIMIZER, GRAD_FP32, BUSBW_PAD, EXPERT_DP)
+
+
+@dataclass(frozen=True)
+class MegatronOptions(Options):
+    """``DistributedDataParallelConfig``'s bucketing fields, as tracecli's flags name them."""
+
+    megatron_bucket_size: int = BUCKET_SIZE.field()
+    megatron_overlap_grad_reduce: bool = OVERLAP.field()
+    megatron_distributed_optimizer: bool = DISTRIBUTED_OPTIMIZER.field()
+    megatron_grad_reduce_in_fp32: bool = GRAD_FP32.field()
+    megatron_pad_buckets_for_high_nccl_busbw: bool = BUSBW_PAD.field()
+    megatron_expert_dp: int = EXPERT_DP.field()
+
+
+KNOBS = MegatronOptions.knobs()
 
 MIN_BUCKET = 40_000_000  # max(40000000, 1000000 * dp_group.size())
 PER_RANK = 1_000_000
@@ -290,6 +304,6 @@ def megatron_tuning(inp, options):
         size *= 2
 
 
-SPEC = StrategySpec("megatron", megatron, KNOBS, megatron_settings, megatron_tuning,
+SPEC = StrategySpec("megatron", megatron, MegatronOptions, megatron_settings, megatron_tuning,
                     "Megatron-Core DDP", defaults=(BUCKET_SIZE, OVERLAP),
                     setup=(DISTRIBUTED_OPTIMIZER, GRAD_FP32, BUSBW_PAD, EXPERT_DP))

@@ -10,12 +10,30 @@ Their plans are contiguous partitions, which DDP's per-bucket caps reproduce.
 
 from __future__ import annotations
 
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Optional, Sequence
 
-from ..base import DEFAULT_MAX_BYTES, Grad, Grouping, collectives_of, sparse_alone
-from ..spec import MAX_BYTES, SPARSE_AS_DENSE, StrategySpec
+from ..base import DDP_BUCKET_CAP, Grad, Grouping, collectives_of, sparse_alone
+from ..spec import MAX_BYTES, SPARSE_AS_DENSE, Options, StrategySpec
 
-__all__ = ["per_tensor", "single", "size_greedy", "PER_TENSOR", "SINGLE", "SIZE"]
+__all__ = ["per_tensor", "single", "size_greedy", "PER_TENSOR", "SINGLE", "SIZE",
+           "PerTensorOptions", "SizeOptions", "SIZE_CAP"]
+
+SIZE_CAP = DDP_BUCKET_CAP  # the size strategy's cap when --max-bytes is not given
+
+
+@dataclass(frozen=True)
+class PerTensorOptions(Options):
+    sparse_as_dense: bool = SPARSE_AS_DENSE.field()
+
+
+@dataclass(frozen=True)
+class SizeOptions(Options):
+    max_bytes: Optional[int] = MAX_BYTES.field()
+
+    @property
+    def cap(self) -> int:
+        return self.max_bytes if self.max_bytes is not None else SIZE_CAP
 
 
 def per_tensor(grads: Sequence[Grad], opts, cost=None) -> Grouping:
@@ -32,12 +50,11 @@ def single(grads: Sequence[Grad], opts, cost=None) -> Grouping:
 def size_greedy(grads: Sequence[Grad], opts, cost=None) -> Grouping:
     """Greedy in readiness order: a bucket closes once its size reaches the cap.
 
-    >>> from tracecli.planning import StrategyOptions
     >>> g = [Grad(str(i), n, "float32", n // 4, 0.0, i) for i, n in enumerate([4, 4, 12, 4])]
-    >>> size_greedy(g, StrategyOptions(max_bytes=8)).buckets
+    >>> size_greedy(g, SizeOptions(max_bytes=8)).buckets
     [(0, 1), (2,), (3,)]
     """
-    cap = opts.max_bytes if opts.max_bytes is not None else DEFAULT_MAX_BYTES["size"]
+    cap = opts.cap
     buckets, current, size = [], [], 0
     for i, g in enumerate(grads):
         current.append(i)
@@ -50,6 +67,6 @@ def size_greedy(grads: Sequence[Grad], opts, cost=None) -> Grouping:
     return Grouping(buckets)
 
 
-PER_TENSOR = StrategySpec("per-tensor", per_tensor, (SPARSE_AS_DENSE,))
+PER_TENSOR = StrategySpec("per-tensor", per_tensor, PerTensorOptions)
 SINGLE = StrategySpec("single", single)
-SIZE = StrategySpec("size", size_greedy, (MAX_BYTES,))
+SIZE = StrategySpec("size", size_greedy, SizeOptions)

@@ -4,16 +4,16 @@ its command-line settings and its tuning grid."""
 from __future__ import annotations
 
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple, Sequence
 
 from ...errors import PlanError
 from ..base import Grad, Grouping
-from ..spec import Kind, Knob, StrategySpec, cap_candidates
+from ..spec import Kind, Knob, Options, StrategySpec, cap_candidates
 
 __all__ = ["tf_spec", "parse_all_reduce_spec", "pack_small_tensors", "extract_ranges", "SpecPart",
            "tf_spec_settings", "tf_spec_tuning", "SPEC_TEXT", "AGG_MAX_BYTES", "AGG_MAX_GROUP",
-           "SPEC"]
+           "SPEC", "TfSpecOptions"]
 
 SPEC_TEXT = Knob("spec", "--spec", Kind.TEXT, "nccl",
                  "tf-spec: tf_cnn_benchmarks --all_reduce_spec, e.g. pscpu:32k:xring "
@@ -23,6 +23,13 @@ AGG_MAX_BYTES = Knob("agg_small_grads_max_bytes", "--agg-small-grads-max-bytes",
                      "tf-spec: pack float32 gradients up to this many bytes (0: off).")
 AGG_MAX_GROUP = Knob("agg_small_grads_max_group", "--agg-small-grads-max-group", Kind.COUNT, 10,
                      "tf-spec: longest packed range - 2.")
+
+
+@dataclass(frozen=True)
+class TfSpecOptions(Options):
+    spec: str = SPEC_TEXT.field()  # --all_reduce_spec
+    agg_small_grads_max_bytes: int = AGG_MAX_BYTES.field()
+    agg_small_grads_max_group: int = AGG_MAX_GROUP.field()
 
 
 class SpecPart(NamedTuple):
@@ -160,5 +167,5 @@ def tf_spec_tuning(inp, options):
                           agg_small_grads_max_group=g)
 
 
-SPEC = StrategySpec("tf-spec", tf_spec, (SPEC_TEXT, AGG_MAX_BYTES, AGG_MAX_GROUP), tf_spec_settings,
-                    tf_spec_tuning, "tf_cnn_benchmarks", frameworks=("tensorflow",))
+SPEC = StrategySpec("tf-spec", tf_spec, TfSpecOptions, tf_spec_settings, tf_spec_tuning,
+                    "tf_cnn_benchmarks", frameworks=("tensorflow",))

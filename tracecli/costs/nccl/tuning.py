@@ -31,6 +31,7 @@ FUNCS = ("Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce")
 TREE, RING, CN_DIRECT, CN_CHAIN, NVLS, NVLS_TREE, PAT = range(7)
 LL, LL128, SIMPLE = range(3)
 NVLINK, PCI, NET = range(3)
+OLD_ERAS = ("2.18", "2.19", "2.21")  # the formulas before v2.23 (versions.py)
 
 
 def f32(x: float) -> float:
@@ -128,6 +129,7 @@ class _Setup:
     pat_on: bool
     overhead: float
     old: bool
+    era: str
 
 
 def _setup(comm: Comm, k: Constants) -> _Setup:
@@ -141,7 +143,7 @@ def _setup(comm: Comm, k: Constants) -> _Setup:
                   k.nvls_tree[cc][i2], f32(comm.n_ranks / nn), cc, intra_hw,
                   tuple(intra_hw[a] if nn == 1 else NET for a in range(7)),
                   comm.pat if comm.pat is not None else (nn == comm.n_ranks and comm.compcap >= 60),
-                  2.0 if comm.cpu == "amd" else 1.0, k.era == "2.21")
+                  2.0 if comm.cpu == "amd" else 1.0, k.era in OLD_ERAS, k.era)
 
 
 def _cells(func: str, s: _Setup):
@@ -151,6 +153,8 @@ def _cells(func: str, s: _Setup):
         if func in ("Broadcast", "Reduce") and a != RING:
             continue
         if agrs and a not in (PAT, RING, NVLS, CN_DIRECT):
+            continue
+        if agrs and s.era == "2.18" and a != RING:  # v2.18.6-1 tuning.cc:168-169
             continue
         if (ar or s.old) and a == PAT:
             continue
@@ -192,7 +196,7 @@ def _bus_bw(comm: Comm, k: Constants, s: _Setup, func: str, a: int, p: int,
         if g.n_channels < 2:
             return None
         bw = _nvls_bw(k, g, a, ar, s.ppn, nn, s.cc, s.nvls_tree_max)
-    bus = _protocol_bus(comm, s, a, p, ar, f32(g.n_channels * bw), g.n_channels, old)
+    bus = _protocol_bus(comm, s, a, p, func, f32(g.n_channels * bw), g.n_channels, old)
     if collnet and p != SIMPLE:
         bus = 0.0
     if a == CN_DIRECT and p == SIMPLE:
@@ -202,6 +206,8 @@ def _bus_bw(comm: Comm, k: Constants, s: _Setup, func: str, a: int, p: int,
     if not ((a == CN_DIRECT if old else a != RING) and agrs):
         if a == RING or (a in (NVLS, NVLS_TREE) and k.nvls_model == "2.28"):
             ratio = f32(1.0 * nr / nsteps)
+        elif a == NVLS_TREE and k.era == "2.18":  # v2.18.6-1 tuning.cc:198
+            ratio = f32(.70 * nn / (2 * (nn - 1))) if nn > 1 else math.inf  # C: x/0.0 = inf
         elif a in (NVLS, NVLS_TREE):
             ratio = f32(5.0 / 6.0)
         else:
@@ -210,11 +216,18 @@ def _bus_bw(comm: Comm, k: Constants, s: _Setup, func: str, a: int, p: int,
     return bus
 
 
-def _protocol_bus(comm: Comm, s: _Setup, a: int, p: int, ar: bool, bus: float, nch: int,
+def _protocol_bus(comm: Comm, s: _Setup, a: int, p: int, func: str, bus: float, nch: int,
                   old: bool) -> float:
-    """Ring and tree refinements per protocol (tuning.cc:330-352)."""
+    """Ring and tree refinements per protocol (tuning.cc:330-352; v2.20.5-1 tuning.cc:181 for
+    the ring LL factor of 2.18-2.20: a quarter on several nodes, for all-reduce and reduce,
+    else a third)."""
+    ar = func == "AllReduce"
     if a == RING and p == LL:
-        bus = f32(min(s.ll_max, bus * .5))
+        if s.era in ("2.18", "2.19"):
+            quarter = comm.n_nodes > 1 or func in ("AllReduce", "Reduce")
+            bus = f32(min(s.ll_max, bus * (1.0 / 4.0 if quarter else 1.0 / 3.0)))
+        else:
+            bus = f32(min(s.ll_max, bus * .5))
     if a == RING and p == LL128:
         bus = f32(min(bus * (0.7 if old and s.ppn < 2 else 0.92), nch * s.ring_ll128))
     if a == TREE and ar:
@@ -249,9 +262,11 @@ def _collnet_direct_bus(comm: Comm, s: _Setup, g: AlgoGraph, bus: float, bw: flo
 
 def _nvls_bw(k: Constants, g: AlgoGraph, a: int, ar: bool, ppn: float, nn: int, cc: int,
              cap: float) -> float:
+    if k.era == "2.18":  # v2.18.6-1 tuning.cc:174: the graph's own bandwidth, no min
+        return f32(g.bw_intra if nn <= 2 else g.bw_inter)
     if k.nvls_model == "2.23":  # v2.27.7-1 tuning.cc: NVLS min(intra, inter); NVLSTree halves inter > 2 nodes
         if a == NVLS:
-            if ar or k.era == "2.21":
+            if ar or k.era in OLD_ERAS:
                 return f32(min(g.bw_intra, g.bw_inter))
             return f32(min(g.bw_intra * (ppn - 1.0) / ppn, g.bw_inter * 0.9))
         return f32(min(g.bw_intra, g.bw_inter if nn <= 2 else g.bw_inter / 2))
@@ -266,7 +281,7 @@ def _latency(k: Constants, comm: Comm, a: int, p: int, f: int, nsteps: int, intr
     nn, nr, g, func = comm.n_nodes, comm.n_ranks, comm.graph(a), FUNCS[f]
     base = f32(k.base[a][p])
     intra = f32(k.hw[intra_hw[a]][a][p])
-    old = k.era == "2.21"  # v2.22.3-1: each algorithm's own network row; 2*nNodes ring steps
+    old = k.era in OLD_ERAS  # v2.22.3-1: each algorithm's own network row; 2*nNodes ring steps
     inter = f32(k.hw[NET][TREE][p] if ppn == 1 and not old else k.hw[NET][a][p])
     inter = f32(inter + g.latency_inter)
     if p == SIMPLE:
@@ -294,8 +309,12 @@ def _latency(k: Constants, comm: Comm, a: int, p: int, f: int, nsteps: int, intr
         return f32(base + f32(2 * (min(1, local - 1) * intra + (local - 1) * 0.4) + inter))
     if a == CN_CHAIN:
         return f32(base + f32(2 * (local - 1) * intra + inter))
+    if a == NVLS and k.era == "2.18":  # v2.18.6-1 tuning.cc:236: base 23 plus the network row
+        return f32(base + k.hw[NET][a][p]) if nn > 1 else base
     if a == NVLS:
         return f32(intra + inter) if nn > 1 else intra
+    if a == NVLS_TREE and k.era == "2.18":  # v2.18.6-1 tuning.cc:238: 2(nNodes-1) network hops
+        return f32(base + f32(2 * (nn - 1) * k.hw[NET][a][p]))
     if a == NVLS_TREE:
         return f32(base + f32(intra + 2 * _log2i(nn) * inter))
     if a == PAT and func in ("AllGather", "ReduceScatter"):

@@ -36,7 +36,10 @@ from ..topology import Topology
 from .graph import GPUS, search_graphs, tree_pattern_is_tree
 from .nvls import search_nvls
 from .platforms import PLATFORMS
-from .tuning import ALGOS, NO_GRAPH, PROTOS, AlgoGraph, Comm, best, tune
+from .fit_time import resolve
+from .timing import TimeParams, channels_used, features, time_us
+from .transports import DEFAULT_NET
+from .tuning import ALGOS, NO_GRAPH, PROTOS, AlgoGraph, Comm, algo_terms, best, tune
 from .versions import DEFAULT_VERSION, constants_for
 
 __all__ = ["NcclModel", "LINE_FROM", "LINE_TO", "FUNC_OF"]
@@ -67,6 +70,7 @@ class NcclModel:
     nic_gbps: Optional[float] = None  # network per node, Gb/s over all its NICs
     nics: Optional[int] = None
     nvls: Optional[AlgoGraph] = None
+    net: Optional[str] = None  # the network transport (transports.py); None on one node
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -139,10 +143,42 @@ class NcclModel:
                 self._cache[key] = hit
         return hit
 
+    def features(self, kind: CollectiveKind, nbytes: float) -> tuple[float, float, float, float]:
+        """The time model's terms of NCCL's pick for a bucket of ``nbytes`` (timing.features)."""
+        a, p, _ = self.choice(kind, nbytes)
+        if a == "none":
+            return 0.0, 0.0, 0.0, 0.0
+        table, n = self._table(), self.charged_bytes(kind, nbytes)
+        lat, bw = algo_terms(table, self._func(kind), ALGOS.index(a), PROTOS.index(p), n)
+        comm = table.comm
+        used = channels_used(a, p, n, comm.channels, comm.n_ranks,
+                             self.ring.n_channels * self.ring.bw_intra)
+        return features(lat, bw, n, used, comm.channels, self.topology.nodes > 1)
+
+    def time_params(self) -> Optional[tuple[TimeParams, str]]:
+        """The fitted constants that time this topology, with their class (fitted.py)."""
+        if "params" not in self._cache:
+            from .fitted import LEVELS_FITTED
+            self._cache["params"] = resolve(LEVELS_FITTED, self.link_net)
+        return self._cache["params"]
+
+    @property
+    def link_net(self) -> Optional[str]:
+        """The transport the time model uses: ``net``, ib by default on several nodes."""
+        return None if self.topology.nodes == 1 else (self.net or DEFAULT_NET)
+
+    def predicted_us(self, kind: CollectiveKind, nbytes: float) -> float:
+        """µs of one collective of a bucket of ``nbytes``: NCCL's pick, timed (timing.py)."""
+        hit = self.time_params()
+        feats = self.features(kind, nbytes)
+        if hit is None:  # nothing fitted: NCCL's own time
+            return self.choice(kind, nbytes)[2]
+        return time_us(hit[0], feats) if feats[0] else 0.0
+
     def time_ms(self, kind: CollectiveKind, nbytes: float, queued: bool = False) -> float:
         ms = self._cache.get((kind, nbytes, "ms"))  # timelines ask for every bucket: one lookup
         if ms is None:
-            ms = self.choice(kind, nbytes)[2] / 1000.0
+            ms = self.predicted_us(kind, nbytes) / 1000.0
             if len(self._cache) < 200_000:
                 self._cache[(kind, nbytes, "ms")] = ms
         return ms

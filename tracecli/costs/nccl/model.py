@@ -158,8 +158,8 @@ class NcclModel:
     def time_params(self) -> Optional[tuple[TimeParams, str]]:
         """The fitted constants that time this topology, with their class (fitted.py)."""
         if "params" not in self._cache:
-            from .fitted import LEVELS_FITTED
-            self._cache["params"] = resolve(LEVELS_FITTED, self.link_net)
+            from .fitted import FITTED
+            self._cache["params"] = resolve(FITTED, self.link_net)
         return self._cache["params"]
 
     @property

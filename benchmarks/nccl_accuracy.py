@@ -42,7 +42,7 @@ def points() -> tuple[list[Point], dict[str, list[tuple[int, float, float, str]]
         m = t.model()
         for n, us in t.points():
             pts.append(Point(t.name, t.net or "local", t.multi_node, m.features(t.kind, n), us))
-            a, p, nccl = m.choice(t.kind, n)
+            a, p, nccl = m.pick(t.kind, n)
             before.setdefault(t.name, []).append((n, us, nccl, f"{a}/{p}"))
     return pts, before
 

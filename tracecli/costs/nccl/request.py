@@ -27,6 +27,7 @@ from .graph import GPUS
 from .installed import installed_nccl
 from .model import NcclModel
 from .platforms import PLATFORMS
+from .transports import DEFAULT_NET, NETS
 from .tuning import AlgoGraph
 from .versions import DEFAULT_VERSION, RELEASES, constants_for
 
@@ -54,6 +55,7 @@ class TopologyRequest:
     device: Optional[str] = None  # the GPU; alone it does not ask for NCCL's model
     platform: Optional[str] = None
     nccl_log: Optional[str] = None
+    net: Optional[str] = None  # the network transport (transports.py)
 
     @property
     def given(self) -> bool:
@@ -155,6 +157,8 @@ def topology_model(req: TopologyRequest, gpus: Optional[int] = None) -> tuple[Nc
     if platform is not None and req.device is not None and req.device != platform.gpu:
         raise CostModelError(f"--platform {platform.name} has {platform.gpu} GPUs, not "
                         f"--device {req.device}; leave one out")
+    if req.net is not None and req.net not in NETS:
+        raise CostModelError(f"unknown --net {req.net!r}; use one of " + ", ".join(NETS))
     if req.intra is not None and req.intra not in INTRA:
         raise CostModelError(f"unknown --intra {req.intra!r}; use nvswitch or pcie")
     logged_graph = None
@@ -192,7 +196,10 @@ def topology_model(req: TopologyRequest, gpus: Optional[int] = None) -> tuple[Nc
     source = f"NCCL {version} model, {nodes} x {per} {device} on {fabric}{net}"
     if platform is not None:
         source += f"; {platform.source}"
-    model = replace(model, name=name, source=source, intra=fabric.lower(),
+    net = (req.net or (platform.net if platform else DEFAULT_NET)) if nodes > 1 else None
+    if net is not None:
+        source += f"; network transport {net}"
+    model = replace(model, name=name, source=source, intra=fabric.lower(), net=net,
                     nic_gbps=nic_gbps if nodes > 1 else None, nics=nics if nodes > 1 else None,
                     device=device)
     if req.nccl_log is not None:

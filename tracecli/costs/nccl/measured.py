@@ -18,7 +18,7 @@ bucket is one rank's share: the share is the size over the ranks.
 >>> x.time_ms(k, 1 << 20), x.basis(k, 1 << 22), x.basis(k, 1 << 30), x.on(16).basis(k, 1 << 20)
 (0.05, 'interpolated', 'extrapolated', 'model')
 >>> x.error(k, 1 << 20).text(), x.error(k, 1 << 30) == m.error(k, 1 << 30)
-('0%', True)
+('0% to 0%', True)
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ from .nvls import search_nvls
 from .platforms import PLATFORMS
 from .fit_time import resolve
 from .timing import TimeParams, channels_used, features, time_us
-from .transports import DEFAULT_NET
+from .transports import DEFAULT_NET, NETS
 from .tuning import ALGOS, NO_GRAPH, PROTOS, AlgoGraph, Comm, algo_terms, best, tune
 from .versions import DEFAULT_VERSION, constants_for
 
@@ -75,10 +75,14 @@ class NcclModel:
 
     @classmethod
     def for_topology(cls, gpu: str, nodes: int, gpus_per_node: int, nvswitch: bool,
-                     nic_gbps: float, nics: int, version: str = DEFAULT_VERSION) -> "NcclModel":
-        """The model of a topology, its graph estimated (:func:`~.graph.search_graphs`)."""
+                     nic_gbps: float, nics: int, version: str = DEFAULT_VERSION,
+                     net: Optional[str] = None) -> "NcclModel":
+        """The model of a topology, its graph estimated (:func:`~.graph.search_graphs`);
+        ``net``: the network transport (:mod:`.transports`; ``None``: ib on several nodes)."""
         if gpu not in GPUS:
             raise CostModelError(f"unknown GPU {gpu!r}; use one of " + ", ".join(GPUS))
+        if net is not None and net not in NETS:
+            raise CostModelError(f"unknown network transport {net!r}; use one of " + ", ".join(NETS))
         try:
             topo = Topology(nodes, gpus_per_node)
             constants_for(version)
@@ -93,7 +97,8 @@ class NcclModel:
                    tree_pattern_tree=tree_pattern_is_tree(GPUS[gpu], nodes),
                    source=f"NCCL {version} model, {nodes} x {gpus_per_node} {gpu}", device=gpu,
                    intra="nvswitch" if nvswitch else "pcie",
-                   nic_gbps=nic_gbps if nodes > 1 else None, nics=nics if nodes > 1 else None)
+                   nic_gbps=nic_gbps if nodes > 1 else None, nics=nics if nodes > 1 else None,
+                   net=net if nodes > 1 else None)
 
     @classmethod
     def for_platform(cls, platform: str, nodes: int, version: str = DEFAULT_VERSION) -> "NcclModel":

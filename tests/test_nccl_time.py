@@ -19,7 +19,7 @@ import pytest
 from conftest import FIXTURES, assert_error, run
 from nccl_training import TABLES
 from tracecli.costs.nccl import fitted
-from tracecli.costs.nccl.fit_time import Point, fit, loco, resolve
+from tracecli.costs.nccl.fit_time import fit, loco, resolve
 from tracecli.costs.nccl.model import NcclModel
 from tracecli.costs.nccl.timing import channels_used
 from tracecli.model import CollectiveKind as K

@@ -25,7 +25,6 @@ is cached per kind; ``time_ms`` is cached per (kind, bytes).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from typing import Any, Optional
 
 from ...errors import CostModelError

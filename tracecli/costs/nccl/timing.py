@@ -44,8 +44,6 @@ constants, else those of all networks (:func:`.fit_time.resolve`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
-
 __all__ = ["TimeParams", "channels_used", "features", "time_us", "NCCL_STEPS", "THREADS",
            "THRESHOLD"]
 
@@ -94,7 +92,3 @@ def features(lat_us: float, bw_gbps: float, nbytes: int, used: int, channels: in
 def time_us(params: TimeParams, feats: tuple[float, float, float, float]) -> float:
     one, net, lat, bw = feats
     return params.floor * one + params.net_floor * net + params.lat * lat + params.bw * bw
-
-
-def describe(params: Optional[TimeParams]) -> Optional[dict]:
-    return None if params is None else dict(params.__dict__)

@@ -37,6 +37,7 @@ VGG, RESNET, A100 = S / "vgg19_chainer.txt", S / "resnet50_horovod_tf.txt", \
     S / "resnet50_ddp_nccl_2xa100.json.gz"
 MLP = ROOT / "tests" / "fixtures" / "mlp_chainer.txt"
 SPARSE = ROOT / "tests" / "fixtures" / "sparse" / "embed_horovod.txt"
+GH200 = ROOT / "tests" / "fixtures" / "nccl" / "cscs_gh200_2x1_all_reduce_perf.txt"
 KINETO = [K / f"{n}.json.gz" for n in ("mlp_default", "mixed_bf16", "tied_lm", "unused",
                                         "mlp_noshapes", "convbn_cap")]
 STRATEGIES = ("per-tensor", "single", "size", "ddp", "horovod", "tf-spec", "optimal")
@@ -151,6 +152,15 @@ def commands() -> list[list[str]]:
     for k in KINETO:
         cmds += [["inspect", str(k), "--json"], ["plan-buckets", str(k), "--strategy", "observed"],
                  ["plan-buckets", str(k), "--compare"], ["plan-buckets", str(k), "--compare", "--json"]]
+    # NCCL's model of a topology (issue 23: its times are NCCL's pick, timed)
+    dgx = ["--platform", "dgx-h100", "--nccl", "2.30.7"]
+    cmds += [["collective", "allreduce", "--nodes", "2", *dgx],
+             ["collective", "allreduce", "--nodes", "2", "--json", *dgx],
+             ["collective", "allreduce", "--measured", str(GH200), "--nodes", "2", "--nic-gbps",
+              "200", "--nccl", "2.30.7"]]
+    for n in ("1", "8", "128"):
+        cmds += [["plan-buckets", str(VGG), "--backward-ms", "10", "--compare", "--nodes", n, *dgx],
+                 ["plan-buckets", str(RESNET), "--backward-ms", "10", "--compare", "--nodes", n, *dgx]]
     # the session: inspect remembers, plan-buckets plans the remembered trace, status shows it
     cmds += [["status"], ["status", "--json"], ["plan-buckets"], ["replay", "--dry-run"]]
     # errors: one line, exit 2

@@ -43,6 +43,7 @@ def synthetic(n: int, seed: int = 0) -> list[Grad]:
 
 
 NCCL_OPTIMAL_TARGET, NCCL_COMPARE_TARGET = 1.0, 5.0
+SAMPLE_COMPARE_TARGET = 1.0  # s: --compare on a sample trace at 128 x 8 (issue 23)
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -66,10 +67,12 @@ def nccl_figures() -> None:
           f"< {NCCL_OPTIMAL_TARGET:g} s {'ok' if took < NCCL_OPTIMAL_TARGET else 'MISSED'}")
     # (name, --backward-ms, synthetic gradients, held to the target): 10,000 gradients show
     # what the tuning grids cost on any model (the flat line's time is printed beside it)
-    cases = [("vgg19_chainer.txt", None, None, True), ("resnet50_horovod_tf.txt", 100.0, None, True),
-             ("synthetic 1,000 gradients", None, 1000, True),
-             ("synthetic 10,000 gradients", None, 10_000, False)]
-    for name, backward_ms, n, held in cases:
+    # the sample traces are held to 1 s (issue 23), the synthetic 1,000 to the older 5 s
+    cases = [("vgg19_chainer.txt", None, None, SAMPLE_COMPARE_TARGET),
+             ("resnet50_horovod_tf.txt", 100.0, None, SAMPLE_COMPARE_TARGET),
+             ("synthetic 1,000 gradients", None, 1000, NCCL_COMPARE_TARGET),
+             ("synthetic 10,000 gradients", None, 10_000, None)]
+    for name, backward_ms, n, held in cases:  # held: the target in s, or None
         start = time.perf_counter()
         cost = NcclModel.for_platform("dgx-h100", 128, version="2.30.7")
         if n is None:
@@ -84,8 +87,8 @@ def nccl_figures() -> None:
         compare(inp, CostModel("ib-ndr", 5.0, 45.0, 1024), {})
         flat = time.perf_counter() - flat_start
         print(f"NCCL model, 1,024 GPUs: --compare on {name}: {len(rows)} rows in {took:.2f} s "
-              f"(flat ib-ndr line: {flat:.2f} s)  " + (f"< {NCCL_COMPARE_TARGET:g} s "
-              f"{'ok' if took < NCCL_COMPARE_TARGET else 'MISSED'}" if held else "(no target)"))
+              f"(flat ib-ndr line: {flat:.2f} s)  " + (f"< {held:g} s "
+              f"{'ok' if took < held else 'MISSED'}" if held else "(no target)"))
 
 
 def main() -> None:

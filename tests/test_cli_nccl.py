@@ -18,7 +18,8 @@ BCAST = NCCL / "ebpf_rtx5090_2x1_broadcast_perf.txt"
 GRAPH_LOG = NCCL / "nccl_tests_350_a100pcie_2x1_graph.log"  # ring 1 x 24/24, tree 1 x 48/24
 TUNING_LOG = NCCL / "ebpf_rtx5090_2x1_2.29.7.log"  # a TUNING table, no GRAPH line
 GH200_NET = ("--nodes", "2", "--nic-gbps", "200", "--nccl", "2.30.7")
-ROW_KEYS = {"bytes", "predicted_us", "algorithm", "protocol", "algbw_gbps", "busbw_gbps"}
+ROW_KEYS = {"bytes", "predicted_us", "algorithm", "protocol", "algbw_gbps", "busbw_gbps",
+            "nccl_us", "error_band"}  # issue 23: NCCL's own time and the error band added
 
 
 def ok(*args):
@@ -43,7 +44,9 @@ def test_topology_flags_make_each_bucket_nccl_s_time_algorithm_and_protocol():
         algo, proto, us = model.choice(K.ALL_REDUCE, b["bytes"])
         assert (b["algorithm"], b["protocol"]) == (algo, proto)
         assert b["algorithm"] in ALGOS and b["protocol"] in PROTOS
-        assert b["duration_ms"] == pytest.approx(us / 1000.0)
+        # issue 23: a bucket's time is NCCL's pick timed by the fitted time model, no longer
+        # NCCL's own ranking time (us)
+        assert b["duration_ms"] == pytest.approx(model.predicted_us(K.ALL_REDUCE, b["bytes"]) / 1000.0)
 
 
 def test_plan_text_names_the_algorithm_and_protocol_per_bucket():
@@ -134,7 +137,10 @@ def test_collective_json_shape_and_defaults():
     model = NcclModel.for_platform("dgx-h100", 2, version="2.30.7")
     for r in doc["rows"]:
         assert set(r) == ROW_KEYS
-        assert r["predicted_us"] == pytest.approx(model.choice(K.ALL_REDUCE, r["bytes"])[2])
+        assert r["predicted_us"] == pytest.approx(model.timed_us(K.ALL_REDUCE, r["bytes"]))
+        assert r["nccl_us"] == pytest.approx(model.choice(K.ALL_REDUCE, r["bytes"])[2])
+        band = model.error_charged(K.ALL_REDUCE, r["bytes"])
+        assert r["error_band"]["low_pct"] == pytest.approx(100 * band.low)
         assert r["algbw_gbps"] == pytest.approx(r["bytes"] / r["predicted_us"] / 1000.0)
         assert r["busbw_gbps"] == pytest.approx(r["algbw_gbps"] * 2 * 15 / 16)
 
@@ -182,7 +188,7 @@ def test_collective_nccl_log_takes_nccl_s_own_graph():
     (("--nodes", "2", "--nic-gbps", "0"), ("--nic-gbps 0",)),
     (("--nodes", "2", "--network", "ib-ndr"), ("--network", "--nodes", "one or the other")),
     (("--platform", "dgx-h100", "--alpha-us", "3"), ("--alpha-us",)),
-    (("--nccl", "2.18.3"), ("not modelled", "2.30")),
+    (("--nccl", "2.17.1"), ("not modelled", "no NVLSTree", "2.18 to 2.30")),  # 2.18+ modelled (issue 23)
     (("--nodes", "2", "--nic-gbps", "100", "--device", "cpu"), ("needs a GPU",)),
     (("--platform", "dgx-a100", "--device", "h100"), ("dgx-a100", "a100")),
 ])
@@ -229,7 +235,8 @@ def test_calibrate_shows_nccl_s_model_beside_each_measured_size():
     for p in nccl["points"]:
         algo, proto, us = model.choice(K.ALL_REDUCE, p["bytes"])
         assert (p["algorithm"], p["protocol"]) == (algo, proto)
-        assert p["predicted_ms"] == pytest.approx(us / 1000.0)
+        # issue 23: predicted_ms is NCCL's pick timed by the time model, not NCCL's own us
+        assert p["predicted_ms"] == pytest.approx(model.predicted_us(K.ALL_REDUCE, p["bytes"]) / 1000.0)
 
 
 def test_calibrate_refuses_an_impossible_topology_before_starting_ranks():
@@ -244,9 +251,9 @@ def test_the_nccl_version_by_default(monkeypatch):
     monkeypatch.setattr(request, "installed_nccl", lambda: "2.27.3")
     assert request.nccl_version(None) == ("2.27.3", [])
     assert request.nccl_version("2.29.7") == ("2.29.7", [])  # --nccl wins
-    monkeypatch.setattr(request, "installed_nccl", lambda: "2.18.3")  # not modelled
+    monkeypatch.setattr(request, "installed_nccl", lambda: "2.17.1")  # not modelled (2.18+ is since issue 23)
     version, said = request.nccl_version(None)
-    assert version == DEFAULT_VERSION and "2.18.3 is not modelled" in said[0]
+    assert version == DEFAULT_VERSION and "2.17.1 is not modelled" in said[0]
     monkeypatch.setattr(request, "installed_nccl", lambda: None)
     assert request.nccl_version(None) == (DEFAULT_VERSION, [])
 

@@ -51,8 +51,11 @@ def test_a_log_of_another_collective_is_refused():
 
 
 def test_versions_outside_the_modelled_range_are_refused():
-    with pytest.raises(ValueError, match="2.21 to 2.30"):
-        constants_for("2.20.5")
+    # 2.18-2.20 are modelled since issue 23 (their tuning.cc read); 2.17 is refused with why
+    with pytest.raises(ValueError, match="no NVLSTree.*2.18 to 2.30"):
+        constants_for("2.17.1")
+    assert constants_for("2.20.5").tag == constants_for("2.19.3").tag == "v2.20.5-1"
+    assert constants_for("2.18.3").tag == "v2.18.6-1"
     assert constants_for("2.21.5").tag == constants_for("2.22.3").tag == "v2.21.5-1"
     assert constants_for("2.28.9").hw[2][5] == (0, 0, 20.9)
     assert constants_for("2.28.3").hw[2][5] == (0, 0, 14)
@@ -104,3 +107,23 @@ def test_nccl_ring_simple_times_on_1x8_h100_match():
         assert all(algo_time(table, "AllReduce", a, SIMPLE, big) > t_big for a in (TREE,))
         for func in ("AllGather", "ReduceScatter"):
             assert _nccl_time(algo_time(table, func, RING, SIMPLE, small)) == _nccl_time(t_small)
+
+
+def test_nccl_2_19_2_20_price_ring_ll_at_a_quarter_and_2_18_puts_nvls_latency_in_its_base():
+    # v2.20.5-1 tuning.cc:181: ring LL bus x1/4 on several nodes or for all-reduce, else x1/3;
+    # v2.21.5-1: x0.5. Hopper's LL cap (tuning.cc:89) is Ampere's 87.7 GB/s before 2.21.
+    old, new = tune(H100_1X8, constants_for("2.20.5")), tune(H100_1X8, constants_for("2.21.5"))
+    f, ring, ll = FUNCS.index("AllReduce"), ALGOS.index("Ring"), PROTOS.index("LL")
+    assert old.bw[f][ring][ll] == pytest.approx(min(87.7, 12 * 30.0 / 4) * 8 / 14, rel=1e-6)
+    assert new.bw[f][ring][ll] == pytest.approx(min(141.0, 12 * 30.0 / 2) * 8 / 14, rel=1e-6)
+    bc = FUNCS.index("Broadcast")
+    assert old.bw[bc][ring][ll] == pytest.approx(min(87.7, 12 * 30.0 / 3), rel=1e-6)
+    # v2.18.6-1 tuning.cc:57-59, 236: NVLS costs its 23 us base on one node; 2.19+ the NVLink row
+    nv = Comm(8, 1, 90, ring=AlgoGraph(12, 30.0, 30.0), tree=AlgoGraph(12, 30.0, 30.0),
+              nvls=AlgoGraph(8, 40.0, 60.0), nvls_support=True)
+    simple, nvls = PROTOS.index("Simple"), ALGOS.index("NVLS")
+    assert tune(nv, constants_for("2.18.6")).lat[f][nvls][simple] == 23.0
+    assert tune(nv, constants_for("2.20.5")).lat[f][nvls][simple] == 23.0
+    assert tune(nv, constants_for("2.21.5")).lat[f][nvls][simple] == 25.0
+    # 2.18 prices NVLS at the graph's own bandwidth (no min with bwInter): 8 x 40 x 5/6
+    assert tune(nv, constants_for("2.18.6")).bw[f][nvls][simple] == pytest.approx(8 * 40 * 5 / 6, rel=1e-6)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from ..limits import MAX_RANKS
+from ..units import format_size
 from .results import CollectiveResult
 from .group import cli
 from .options import checked_topology, gpu_option, topology_from, topology_options
@@ -30,7 +31,8 @@ OPS = ("allreduce", "allgather", "reducescatter", "broadcast")
 @json_option("Print the table as JSON (see the README).")
 def collective(op, gpus, sizes, measured, **kw):
     """What collective OP (allreduce, allgather, reducescatter, broadcast) costs per size
-    on a topology: NCCL's own model's prediction, algorithm and protocol, algbw and busbw.
+    on a topology: the (algorithm, protocol) NCCL's model picks, how long it takes (fitted on
+    public nccl-tests tables) with its cross-validated error band, algbw and busbw.
 
     \b
     tracecli collective allreduce --platform dgx-h100 --nodes 2
@@ -54,4 +56,11 @@ def collective(op, gpus, sizes, measured, **kw):
     if sizes is None:
         sizes = sorted({r.bytes for r in run.rows if r.bytes > 0}) if run is not None else \
             [8 << k for k in range(32)]
+    elif run is not None:
+        have = {r.bytes for r in run.rows}
+        missing = [n for n in sizes if n not in have]
+        if missing:
+            shown = ", ".join(format_size(n) for n in missing[:6]) + (" ..." if len(missing) > 6 else "")
+            notice(f"{measured} has no row at {len(missing)} of the {len(sizes)} sizes asked "
+                   f"({shown}): no measurement there")
     emit(CollectiveResult(op, model, sweep(model, op, sizes, run), measured), output)

@@ -13,6 +13,7 @@ from ..costs import ALGORITHMS, DEFAULT_NETWORK, NETWORKS
 from ..costs.nccl.graph import GPUS
 from ..costs.nccl.platforms import PLATFORMS
 from ..costs.nccl.request import INTRA, MODELLED, TopologyRequest
+from ..costs.nccl.transports import NET_HELP, NETS
 from ..costs.nccl.versions import DEFAULT_VERSION
 from ..limits import DEFAULT_DEVICE, MAX_RANKS
 from ..parsers import FORMATS
@@ -79,6 +80,7 @@ topology_options = options(
                  "GPUs per node, fabric, NICs (sources in the README)."),
     click.option("--nccl-log", metavar="FILE", help="NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=GRAPH,TUNING "
                  "log of rank 0: NCCL's own graph (channels, bandwidths) replaces the estimate."),
+    click.option("--net", type=click.Choice(NETS), help=NET_HELP),
 )
 
 gpu_option = click.option("--device", type=click.Choice(list(GPUS)), help="GPU of NCCL's model "
@@ -136,7 +138,7 @@ def compute_from(kw) -> ComputeRequest:
 
 
 _TOPOLOGY_KEYS = ("nodes", "gpus_per_node", "nic_gbps", "nics", "intra", "nccl", "platform",
-                  "nccl_log")
+                  "nccl_log", "net")
 _FLAT_KEYS = ("network", "alpha_us", "bandwidth_gbps", "calibration")
 
 

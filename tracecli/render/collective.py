@@ -26,22 +26,27 @@ def collective_view(op: str, model, rows, measured: Optional[str] = None) -> Gro
     head.append(f"predicted: {model.summary()}")
     if measured:
         head.append(f"\nmeasured: out-of-place times of {measured}")
-    table = new_table("Per size: predicted by NCCL's model" + (", measured by nccl-tests"
-                                                               if measured else ""))
+    table = new_table("Per size: NCCL's pick, timed" + (", measured by nccl-tests"
+                                                         if measured else ""))
     lines = []
     for r in rows:
-        cells = [str(r.bytes), format_size(r.bytes), _us(r.predicted_us), r.algorithm, r.protocol,
-                 f"{r.algbw_gbps:.2f}", f"{r.busbw_gbps:.2f}"]
+        cells = [str(r.bytes), format_size(r.bytes), _us(r.predicted_us),
+                 r.band.text() if r.band is not None else "-", r.algorithm, r.protocol,
+                 _us(r.nccl_us), f"{r.algbw_gbps:.2f}", f"{r.busbw_gbps:.2f}"]
         if measured:
             cells += [_us(r.measured_us) if r.measured_us is not None else "-",
                       f"{r.error_pct:+.1f}%" if r.error_pct is not None else "-"]
         lines.append(cells)
-    cols = ["bytes", "size", "predicted us", "algorithm", "protocol", "pred algbw GB/s",
-            "pred busbw GB/s"] + (["measured us", "error"] if measured else [])
+    cols = ["bytes", "size", "predicted us", "error band", "algorithm", "protocol", "NCCL us",
+            "pred algbw GB/s", "pred busbw GB/s"] + (["measured us", "error"] if measured else [])
     shown = value_columns(table, cols, lines)
     for cells in lines:
         table.add_row(*cells)
-    foot = Text("predicted: NCCL's own cost model (latency + bytes / bandwidth of the pair it "
-                "picks); it has no kernel-launch floor, so small sizes run slower than predicted"
+    basis = next((r.band.basis for r in rows if r.band is not None), None)
+    foot = Text("predicted: the (algorithm, protocol) NCCL's model picks, timed by tracecli's "
+                "model (floor, NCCL's latency and bandwidth terms scaled per link, fitted on "
+                "public nccl-tests tables); NCCL us: NCCL's own model time, its ranking key; "
+                "error band: (predicted - measured) / measured on tables the constants were not "
+                "fitted on" + (f" ({basis.split(':')[0]})" if basis else "")
                 + ("; error = (predicted - measured) / measured" if measured else ""))
     return Group(head, shown, foot)

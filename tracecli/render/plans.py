@@ -137,8 +137,9 @@ def model_error(cost) -> tuple[Optional[float], str]:
     if m["name"] in NETWORKS:
         return None, f"under the {m['name']} preset, a guess whose error is unknown"
     if m.get("model") == "nccl":
-        return None, ("under NCCL's own model, whose error on this cluster is unknown "
-                      "(--nccl-tests FILE answers the sizes it measured)")
+        return None, ("under NCCL's pick timed by tracecli's fitted model, whose error per "
+                      "size `tracecli collective` prints (--nccl-tests FILE answers the sizes "
+                      "it measured)")
     return None, "the model's error is unknown"
 
 

@@ -17,6 +17,8 @@ bucket is one rank's share: the share is the size over the ranks.
 >>> x = NcclMeasured(m, k, ((1 << 20, 0.05), (1 << 24, 0.2)), 8, "run.txt")
 >>> x.time_ms(k, 1 << 20), x.basis(k, 1 << 22), x.basis(k, 1 << 30), x.on(16).basis(k, 1 << 20)
 (0.05, 'interpolated', 'extrapolated', 'model')
+>>> x.error(k, 1 << 20).text(), x.error(k, 1 << 30) == m.error(k, 1 << 30)
+('0% to 0%', True)
 """
 
 from __future__ import annotations
@@ -114,6 +116,19 @@ class NcclMeasured:
         return self.model.algorithm_protocol(kind, nbytes)
 
     def error(self, kind: CollectiveKind, nbytes: float) -> Optional[ErrorBand]:
+        """At a measured size, none (the measurement answers: a band of 0); between two, how
+        far the measured/model ratio moves across the gap (the interpolation's assumption);
+        elsewhere the model's own cross-validated band."""
+        basis = self.basis(kind, nbytes)
+        if basis == "measured":
+            return ErrorBand(0.0, 0.0, f"measured by nccl-tests ({self.path})")
+        if basis == "interpolated":
+            pts = self.points
+            k = bisect.bisect_left(pts, (nbytes, -math.inf))
+            r0, r1 = self._ratio(k - 1), self._ratio(k)
+            spread = abs(r1 / r0 - 1.0) if r0 > 0 else 0.0
+            return ErrorBand(-spread, spread, "interpolated between two sizes nccl-tests "
+                             f"measured: their measured/model ratios differ by {100 * spread:.0f}%")
         return self.model.error(kind, nbytes)
 
     def on(self, gpus: int) -> "NcclMeasured":

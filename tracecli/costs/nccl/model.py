@@ -35,7 +35,10 @@ from ..topology import Topology
 from .graph import GPUS, search_graphs, tree_pattern_is_tree
 from .nvls import search_nvls
 from .platforms import PLATFORMS
-from .tuning import ALGOS, NO_GRAPH, PROTOS, AlgoGraph, Comm, best, tune
+from .fit_time import resolve
+from .timing import TimeParams, channels_used, features, time_us
+from .transports import DEFAULT_NET, NETS
+from .tuning import ALGOS, NO_GRAPH, PROTOS, AlgoGraph, Comm, algo_terms, best, tune
 from .versions import DEFAULT_VERSION, constants_for
 
 __all__ = ["NcclModel", "LINE_FROM", "LINE_TO", "FUNC_OF"]
@@ -66,14 +69,19 @@ class NcclModel:
     nic_gbps: Optional[float] = None  # network per node, Gb/s over all its NICs
     nics: Optional[int] = None
     nvls: Optional[AlgoGraph] = None
+    net: Optional[str] = None  # the network transport (transports.py); None on one node
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def for_topology(cls, gpu: str, nodes: int, gpus_per_node: int, nvswitch: bool,
-                     nic_gbps: float, nics: int, version: str = DEFAULT_VERSION) -> "NcclModel":
-        """The model of a topology, its graph estimated (:func:`~.graph.search_graphs`)."""
+                     nic_gbps: float, nics: int, version: str = DEFAULT_VERSION,
+                     net: Optional[str] = None) -> "NcclModel":
+        """The model of a topology, its graph estimated (:func:`~.graph.search_graphs`);
+        ``net``: the network transport (:mod:`.transports`; ``None``: ib on several nodes)."""
         if gpu not in GPUS:
             raise CostModelError(f"unknown GPU {gpu!r}; use one of " + ", ".join(GPUS))
+        if net is not None and net not in NETS:
+            raise CostModelError(f"unknown network transport {net!r}; use one of " + ", ".join(NETS))
         try:
             topo = Topology(nodes, gpus_per_node)
             constants_for(version)
@@ -88,7 +96,8 @@ class NcclModel:
                    tree_pattern_tree=tree_pattern_is_tree(GPUS[gpu], nodes),
                    source=f"NCCL {version} model, {nodes} x {gpus_per_node} {gpu}", device=gpu,
                    intra="nvswitch" if nvswitch else "pcie",
-                   nic_gbps=nic_gbps if nodes > 1 else None, nics=nics if nodes > 1 else None)
+                   nic_gbps=nic_gbps if nodes > 1 else None, nics=nics if nodes > 1 else None,
+                   net=net if nodes > 1 else None)
 
     @classmethod
     def for_platform(cls, platform: str, nodes: int, version: str = DEFAULT_VERSION) -> "NcclModel":
@@ -96,7 +105,8 @@ class NcclModel:
             raise CostModelError(f"unknown platform {platform!r}; use one of " + ", ".join(PLATFORMS))
         p = PLATFORMS[platform]
         m = cls.for_topology(p.gpu, nodes, p.gpus_per_node, p.nvswitch, p.nic_gbps, p.nics, version)
-        return replace(m, name=f"nccl:{platform}", source=f"{m.source}; {p.source}")
+        return replace(m, name=f"nccl:{platform}", source=f"{m.source}; {p.source}",
+                       net=p.net if nodes > 1 else None)
 
     # --- the protocol -------------------------------------------------------------------
     @property
@@ -125,23 +135,64 @@ class NcclModel:
         return n * self.gpus if kind is CollectiveKind.ALL_GATHER else n
 
     def choice(self, kind: CollectiveKind, nbytes: float) -> tuple[str, str, float]:
-        """``(algorithm, protocol, µs)`` NCCL's argmin picks for a bucket of ``nbytes``."""
-        key = (kind, int(nbytes))
+        """``(algorithm, protocol, µs)`` NCCL's argmin picks for a bucket of ``nbytes`` (the µs
+        are NCCL's own model time, its ranking key)."""
+        return self.pick(kind, self.charged_bytes(kind, nbytes))
+
+    def pick(self, kind: CollectiveKind, charged: int) -> tuple[str, str, float]:
+        """:meth:`choice` for the bytes NCCL charges (nccl-tests' size column)."""
+        key = (kind, charged)
         hit = self._cache.get(key)
         if hit is None:
             if self.gpus <= 1:
                 hit = ("none", "none", 0.0)
             else:
-                us, a, p = best(self._table(), self._func(kind), self.charged_bytes(kind, nbytes))
+                us, a, p = best(self._table(), self._func(kind), charged)
                 hit = (ALGOS[a], PROTOS[p], us)
             if len(self._cache) < 100_000:
                 self._cache[key] = hit
         return hit
 
+    def features(self, kind: CollectiveKind, charged: int) -> tuple[float, float, float, float]:
+        """The time model's terms of NCCL's pick for ``charged`` bytes (timing.features)."""
+        a, p, _ = self.pick(kind, charged)
+        if a == "none":
+            return 0.0, 0.0, 0.0, 0.0
+        table = self._table()
+        lat, bw = algo_terms(table, self._func(kind), ALGOS.index(a), PROTOS.index(p), charged)
+        comm = table.comm
+        used = channels_used(a, p, charged, comm.channels, comm.n_ranks,
+                             self.ring.n_channels * self.ring.bw_intra)
+        return features(lat, bw, charged, used, comm.channels, self.topology.nodes > 1)
+
+    def time_params(self) -> Optional[tuple[TimeParams, str]]:
+        """The fitted constants that time this topology, with their class (fitted.py)."""
+        if "params" not in self._cache:
+            from .fitted import FITTED
+            self._cache["params"] = resolve(FITTED, self.link_net)
+        return self._cache["params"]
+
+    @property
+    def link_net(self) -> Optional[str]:
+        """The transport the time model uses: ``net``, ib by default on several nodes."""
+        return None if self.topology.nodes == 1 else (self.net or DEFAULT_NET)
+
+    def predicted_us(self, kind: CollectiveKind, nbytes: float) -> float:
+        """µs of one collective of a bucket of ``nbytes``: NCCL's pick, timed (timing.py)."""
+        return self.timed_us(kind, self.charged_bytes(kind, nbytes))
+
+    def timed_us(self, kind: CollectiveKind, charged: int) -> float:
+        """:meth:`predicted_us` for the bytes NCCL charges (nccl-tests' size column)."""
+        hit = self.time_params()
+        if hit is None:  # nothing fitted: NCCL's own time
+            return self.pick(kind, charged)[2]
+        feats = self.features(kind, charged)
+        return time_us(hit[0], feats) if feats[0] else 0.0
+
     def time_ms(self, kind: CollectiveKind, nbytes: float, queued: bool = False) -> float:
         ms = self._cache.get((kind, nbytes, "ms"))  # timelines ask for every bucket: one lookup
         if ms is None:
-            ms = self.choice(kind, nbytes)[2] / 1000.0
+            ms = self.predicted_us(kind, nbytes) / 1000.0
             if len(self._cache) < 200_000:
                 self._cache[(kind, nbytes, "ms")] = ms
         return ms
@@ -158,9 +209,19 @@ class NcclModel:
         return None
 
     def error(self, kind: CollectiveKind, nbytes: float) -> Optional[ErrorBand]:
-        """Not yet bounded: NCCL's tuning model ranks choices; see the README's accuracy
-        figures for how far it is from measurements."""
-        return None
+        """The cross-validated error of :meth:`time_ms` at this size (:mod:`.accuracy`);
+        ``None`` on one rank or where nothing was fitted."""
+        return self.error_charged(kind, self.charged_bytes(kind, nbytes))
+
+    def error_charged(self, kind: CollectiveKind, charged: int) -> Optional[ErrorBand]:
+        """:meth:`error` for the bytes NCCL charges (nccl-tests' size column)."""
+        hit = self.time_params()
+        if hit is None or self.gpus <= 1:
+            return None
+        from .accuracy import error_table
+
+        table = error_table("local" if self.link_net is None else "network", self.link_net, hit[1])
+        return table.at(kind, charged) if table else None
 
     def algorithm_protocol(self, kind: CollectiveKind, nbytes: float) -> Optional[tuple[str, str]]:
         """``(algorithm, protocol)`` NCCL picks for a bucket of ``nbytes`` (``None`` on one rank)."""
@@ -172,9 +233,14 @@ class NcclModel:
         t = self.topology
         return {"nodes": t.nodes, "gpus_per_node": t.gpus_per_node, "gpus": t.ranks,
                 "device": self.device, "intra": self.intra, "nic_gbps": self.nic_gbps,
-                "nics": self.nics, "nccl_version": self.version,
+                "nics": self.nics, "net": self.link_net, "nccl_version": self.version,
                 "constants": constants_for(self.version).tag,
-                "graph": self._graphs()}
+                "graph": self._graphs(), "time_model": self._time_doc()}
+
+    def _time_doc(self) -> Optional[dict[str, Any]]:
+        """The fitted constants that time this topology (null where none)."""
+        hit = self.time_params()
+        return None if hit is None else {"class": hit[1], **hit[0].__dict__}
 
     def _graphs(self) -> dict[str, Any]:
         """Ring, tree and NVLS graphs (``nvls`` null where NCCL would not enable it)."""
@@ -192,7 +258,17 @@ class NcclModel:
         return (f"{self.name}: NCCL {self.version}'s own model ({constants_for(self.version).tag} "
                 f"constants) of {t.nodes} x {t.gpus_per_node} {self.device or 'GPUs'}{fabric}{net}; "
                 f"ring graph {r.n_channels} channels x {r.bw_intra:g}/{r.bw_inter:g} GB/s "
-                f"({self.graph_source}); predictions, no launch floor")
+                f"({self.graph_source}); {self._timed()}")
+
+    def _timed(self) -> str:
+        hit = self.time_params()
+        if hit is None:
+            return "NCCL's own times, no launch floor"
+        p, cls = hit
+        net = f" over {self.link_net}" if self.link_net else ""
+        return (f"timed{net} with constants fitted on public nccl-tests tables ({cls}: "
+                f"{p.floor + p.net_floor:.0f} us floor, latency x{p.lat:.2f}, "
+                f"bandwidth x{p.bw:.2f})")
 
     def on(self, gpus: int) -> "NcclModel":
         """The same node shape on ``gpus`` ranks (whole nodes; fewer than a node: one node)."""
@@ -204,13 +280,14 @@ class NcclModel:
         platform = self.name.removeprefix("nccl:")
         if self.graph_source == ESTIMATED and platform in PLATFORMS:
             return replace(NcclModel.for_platform(platform, topo.nodes, self.version),
-                           topology=topo, cpu=self.cpu)
+                           topology=topo, cpu=self.cpu, net=self.net)
         network = topo.nodes == 1 or (self.nic_gbps and self.nics)
         if self.graph_source == ESTIMATED and self.device in GPUS and network:
             m = NcclModel.for_topology(self.device, topo.nodes, topo.gpus_per_node,
                                        self.intra != "pcie", self.nic_gbps or 0.0, self.nics or 0,
                                        self.version)
-            return replace(m, name=self.name, cpu=self.cpu, nic_gbps=self.nic_gbps, nics=self.nics)
+            return replace(m, name=self.name, cpu=self.cpu, nic_gbps=self.nic_gbps, nics=self.nics,
+                           net=self.net)
         return replace(self, topology=topo, _cache={})  # a log's graph: as NCCL printed it
 
     def describe(self) -> dict[str, Any]:
@@ -219,8 +296,8 @@ class NcclModel:
                 "constants": constants_for(self.version).tag, "gpus": self.gpus,
                 "nodes": self.topology.nodes, "gpus_per_node": self.topology.gpus_per_node,
                 "device": self.device, "intra": self.intra, "nic_gbps": self.nic_gbps,
-                "nics": self.nics,
-                "graph": self._graphs(),
+                "nics": self.nics, "net": self.link_net,
+                "graph": self._graphs(), "time_model": self._time_doc(),
                 "linear": f"secant of NCCL's curve between {LINE_FROM} and {LINE_TO} bytes",
                 "algorithm": {k.value: [[n, *self.choice(k, n)[:2]] for n in sizes]
                               for k in FUNC_OF},

@@ -111,9 +111,11 @@ def parse_nccl_tests(text: str, path: str = "<nccl-tests>", collective: Optional
                                    "cut; pass the whole output", path=path, line=no)
         _check_wrong(path, no, cols[8])
         _check_wrong(path, no, cols[12])
+        size = int(_num(path, no, cols[0], "size", 0, MAX_BYTES))
+        count = int(_num(path, no, cols[1], "count", 0, MAX_BYTES))
+        _check_size(path, no, size, count, cols[2])
         rows.append(NcclTestsRow(
-            int(_num(path, no, cols[0], "size", 0, MAX_BYTES)),
-            int(_num(path, no, cols[1], "count", 0, MAX_BYTES)), cols[2],
+            size, count, cols[2],
             _num(path, no, cols[5], "time", MIN_US, MAX_US),
             _num(path, no, cols[6], "algbw", 0.0, 1e6), _num(path, no, cols[7], "busbw", 0.0, 1e6),
             _num(path, no, cols[9], "in-place time", MIN_US, MAX_US), no))
@@ -136,6 +138,23 @@ def parse_nccl_tests(text: str, path: str = "<nccl-tests>", collective: Optional
         raise CalibrationError("sizes go down here: two runs pasted together; "
                                "pass one run's output", path=path, line=bad.line)
     return NcclTests(path, binary, ranks or None, tuple(rows))
+
+
+# nccl-tests' type names (src/common.cu test_typenames) and their bytes
+TYPE_BYTES = {"int8": 1, "uint8": 1, "int32": 4, "uint32": 4, "int64": 8, "uint64": 8,
+              "half": 2, "float": 4, "double": 8, "bfloat16": 2, "f8e4m3": 1, "f8e5m2": 1}
+
+
+def _check_size(path: str, no: int, size: int, count: int, dtype: str) -> None:
+    """nccl-tests prints ``size = count x type bytes``, or for all-gather and reduce-scatter
+    ``count x type bytes x ranks`` (count per rank): anything else is not its row."""
+    word = TYPE_BYTES.get(dtype)
+    if word is None or count == 0:
+        return
+    if size % (count * word) or size // (count * word) > (1 << 20):
+        raise CalibrationError(f"size {size} is not count {count} x {word} bytes ({dtype}) (or "
+                               "a whole number of ranks of it): not an nccl-tests row; pass "
+                               "its output unchanged", path=path, line=no)
 
 
 def _check_wrong(path: str, no: int, text: str) -> None:

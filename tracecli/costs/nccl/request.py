@@ -28,6 +28,7 @@ from .graph import GPUS
 from .installed import installed_nccl
 from .model import NcclModel
 from .platforms import PLATFORMS
+from .transports import DEFAULT_NET, NETS
 from .tuning import AlgoGraph
 from .versions import DEFAULT_VERSION, RELEASES, constants_for
 
@@ -55,6 +56,7 @@ class TopologyRequest:
     device: Optional[str] = None  # the GPU; alone it does not ask for NCCL's model
     platform: Optional[str] = None
     nccl_log: Optional[str] = None
+    net: Optional[str] = None  # the network transport (transports.py)
 
     @property
     def given(self) -> bool:
@@ -116,7 +118,8 @@ def _shape(req: TopologyRequest, gpus: Optional[int], platform) -> tuple[int, in
 
 
 def graphs_from_log(path: str, compcap: int):
-    """``(ring, tree, log)``: the graphs NCCL's search picked, read from a GRAPH log."""
+    """``(ring, tree, log, tree pattern is TREE, NVLS graph or None)``: the graphs NCCL's
+    search picked, read from a GRAPH log."""
     from .nccllog import read_nccl_log
 
     log = read_nccl_log(path)
@@ -137,7 +140,11 @@ def graphs_from_log(path: str, compcap: int):
         return AlgoGraph(g.n_channels, g.bw_intra, g.bw_inter, nvlink=g.type_intra == "NVL",
                          ll128=ll128, same_channels=g.same_channels)
 
-    return graph(ring), graph(tree), log, tree.pattern == 3  # NCCL_TOPO_PATTERN_TREE
+    # NCCL prints the NVLS graph (Pattern 5) only where it supports NVLS (v2.30.7-1
+    # src/init.cc:1214-1217); no such line, or one of no channels: no NVLS
+    nvls = log.graph("NVLS")
+    nvls_graph = graph(nvls) if nvls is not None and nvls.n_channels > 0 else None
+    return graph(ring), graph(tree), log, tree.pattern == 3, nvls_graph  # 3: PATTERN_TREE
 
 
 def topology_model(req: TopologyRequest, gpus: Optional[int] = None) -> tuple[NcclModel, list[str]]:
@@ -156,6 +163,8 @@ def topology_model(req: TopologyRequest, gpus: Optional[int] = None) -> tuple[Nc
     if platform is not None and req.device is not None and req.device != platform.gpu:
         raise CostModelError(f"--platform {platform.name} has {platform.gpu} GPUs, not "
                         f"--device {req.device}; leave one out")
+    if req.net is not None and req.net not in NETS:
+        raise CostModelError(f"unknown --net {req.net!r}; use one of " + ", ".join(NETS))
     if req.intra is not None and req.intra not in INTRA:
         raise CostModelError(f"unknown --intra {req.intra!r}; use nvswitch or pcie")
     logged_graph = None
@@ -178,7 +187,7 @@ def topology_model(req: TopologyRequest, gpus: Optional[int] = None) -> tuple[Nc
         == "nvswitch"
     logged, notices = None, []
     if logged_graph is not None:
-        ring, tree, log, pattern_tree = logged_graph
+        ring, tree, log, pattern_tree, nvls = logged_graph
         logged = log.version.split("+")[0] if log.version else None
         if log.n_ranks is not None and (log.n_nodes, log.n_ranks) != (nodes, nodes * per):
             notices.append(f"{req.nccl_log} is a log of {log.n_ranks} ranks on {log.n_nodes} "
@@ -193,11 +202,14 @@ def topology_model(req: TopologyRequest, gpus: Optional[int] = None) -> tuple[Nc
     source = f"NCCL {version} model, {nodes} x {per} {device} on {fabric}{net}"
     if platform is not None:
         source += f"; {platform.source}"
-    model = replace(model, name=name, source=source, intra=fabric.lower(),
+    net = (req.net or (platform.net if platform else DEFAULT_NET)) if nodes > 1 else None
+    if net is not None:
+        source += f"; network transport {net}"
+    model = replace(model, name=name, source=source, intra=fabric.lower(), net=net,
                     nic_gbps=nic_gbps if nodes > 1 else None, nics=nics if nodes > 1 else None,
                     device=device)
     if req.nccl_log is not None:
-        model = replace(model, ring=ring, tree=tree, tree_pattern_tree=pattern_tree,
+        model = replace(model, ring=ring, tree=tree, tree_pattern_tree=pattern_tree, nvls=nvls,
                         graph_source=f"NCCL's own graph, from {req.nccl_log}")
     return model, notices
 

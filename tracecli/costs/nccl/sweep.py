@@ -1,6 +1,7 @@
-"""``tracecli collective``'s table: per size, what NCCL's model predicts one collective costs,
-the (algorithm, protocol) it picks, and the algorithm and bus bandwidth nccl-tests would
-print for that time; with a real nccl-tests run, its measured time and the error.
+"""``tracecli collective``'s table: per size, the (algorithm, protocol) NCCL's model picks, what
+the time model (:mod:`.timing`) predicts it takes with its cross-validated error band, NCCL's
+own model time, and the algorithm and bus bandwidth nccl-tests would print for the
+prediction; with a real nccl-tests run, its measured time and the error.
 
 Sizes are nccl-tests' size column: the buffer for all-reduce and broadcast, the whole
 gathered buffer for all-gather, the whole input for reduce-scatter; that column is exactly
@@ -12,8 +13,8 @@ all-reduce ``2(n-1)/n``, all-gather and reduce-scatter ``(n-1)/n``, broadcast 1.
 >>> from .model import NcclModel
 >>> m = NcclModel.for_topology("h100", 1, 8, True, 0, 0, "2.30.7")
 >>> r = sweep(m, "allreduce", [1 << 30])[0]
->>> r.algorithm, r.protocol, round(r.busbw_gbps / r.algbw_gbps, 3)
-('NVLS', 'Simple', 1.75)
+>>> r.algorithm, r.protocol, round(r.busbw_gbps / r.algbw_gbps, 3), r.predicted_us > r.nccl_us
+('NVLS', 'Simple', 1.75, True)
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from typing import Any, Optional, Sequence
 
 from ...errors import CalibrationError
 from ...model import CollectiveKind
-from .model import FUNC_OF, NcclModel
-from .tuning import ALGOS, PROTOS, best
+from ..error import ErrorBand
+from .model import NcclModel
 
 __all__ = ["OPS", "SweepRow", "sweep", "check_measured", "bus_factor"]
 
@@ -43,16 +44,20 @@ def bus_factor(op: str, ranks: int) -> float:
 @dataclass(frozen=True)
 class SweepRow:
     bytes: int
-    predicted_us: float
+    predicted_us: float     # the time model's (timing.py): NCCL's pick, timed
     algorithm: str
     protocol: str
     algbw_gbps: float
     busbw_gbps: float
+    nccl_us: float = 0.0    # NCCL's own model time of its pick (its ranking key)
+    band: Optional[ErrorBand] = None  # the cross-validated error of predicted_us here
     measured_us: Optional[float] = None
     error_pct: Optional[float] = None  # (predicted - measured) / measured
 
     def to_json(self, measured: bool) -> dict[str, Any]:
         doc = asdict(self)
+        doc["error_band"] = self.band.to_json() if self.band is not None else None
+        del doc["band"]
         if not measured:
             del doc["measured_us"], doc["error_pct"]
         return doc
@@ -62,32 +67,52 @@ def sweep(model: NcclModel, op: str, sizes: Sequence[int], run=None) -> list[Swe
     """One row per size (``run``: a :class:`~.nccl_tests.NcclTests` of the same collective)."""
     kind = OPS[op]
     ranks = model.gpus
-    table = model._table() if ranks > 1 else None
     measured = {r.bytes: r.time_us for r in run.rows} if run is not None else {}
     rows = []
     for n in sizes:
-        if table is None:
-            us, algo, proto = 0.0, "none", "none"
-        else:
-            us, a, p = best(table, FUNC_OF[kind], n)
-            algo, proto = ALGOS[a], PROTOS[p]
+        algo, proto, nccl = model.pick(kind, n)
+        us = model.timed_us(kind, n)
         algbw = n / us / 1000.0 if us > 0 else 0.0
         m = measured.get(n)
         err = 100.0 * (us - m) / m if m else None
-        rows.append(SweepRow(n, us, algo, proto, algbw, algbw * bus_factor(op, ranks), m, err))
+        rows.append(SweepRow(n, us, algo, proto, algbw, algbw * bus_factor(op, ranks), nccl,
+                             model.error_charged(kind, n), m, err))
     return rows
 
 
 def check_measured(run, op: str, model: NcclModel) -> None:
-    """A run fit to compare with ``model``'s table: of ``op`` (when it says) and on as many
-    ranks (when it lists them); else CalibrationError saying what to pass."""
+    """A run fit to compare with ``model``'s table: of ``op`` and on as many ranks, as the
+    file says (its ``Collective test starting`` and ``Rank`` lines) or, where it does not say,
+    as its own busbw/algbw ratio says (nccl-tests' bus factor, :func:`bus_factor`); else
+    CalibrationError saying what to pass."""
     from .nccl_tests import BINARIES
 
     if run.binary is not None and not run.binary.startswith(BINARIES[op]):
-        raise CalibrationError(f"this is {run.binary} output, not "
-                               f"{BINARIES[op]}; pass the output of {BINARIES[op]} or run "
-                               f"tracecli collective {next((o for o, b in BINARIES.items() if run.binary.startswith(b)), op)}", path=run.path)
+        other = next((o for o, b in BINARIES.items() if run.binary.startswith(b)), op)
+        raise CalibrationError(f"this is {run.binary} output, not {BINARIES[op]}; pass the "
+                               f"output of {BINARIES[op]} or run tracecli collective {other}",
+                               path=run.path)
     if run.ranks is not None and run.ranks != model.gpus:
         raise CalibrationError(f"measured on {run.ranks} ranks, but the topology "
                                f"has {model.gpus}; pass --nodes/--gpus-per-node (or --gpus) of "
                                "the run measured", path=run.path)
+    ratio = bus_ratio(run)
+    if ratio is None or model.gpus < 2:
+        return
+    want = bus_factor(op, model.gpus)
+    if abs(ratio[0] - want) > 0.02 * want + 0.01:
+        who = "" if run.binary is None else f" ({run.binary})"
+        raise CalibrationError(
+            f"its busbw/algbw ratio is {ratio[0]:.3f} (line {ratio[1]}), not the {want:.3f} of "
+            f"{op} on {model.gpus} ranks{who}: a run of another collective or rank count; pass "
+            f"{op}'s output on the topology's ranks", path=run.path, line=ratio[1])
+
+
+def bus_ratio(run) -> Optional[tuple[float, int]]:
+    """``(busbw / algbw, line)`` of the row with the largest algbw (both printed to 0.01
+    GB/s: the largest is the most precise), ``None`` where no row has algbw of 1 GB/s."""
+    rows = [r for r in run.rows if r.algbw_gbps >= 1.0]
+    if not rows:
+        return None
+    r = max(rows, key=lambda r: r.algbw_gbps)
+    return r.busbw_gbps / r.algbw_gbps, r.line

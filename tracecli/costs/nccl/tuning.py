@@ -24,12 +24,14 @@ from typing import Optional
 
 from .versions import ALGOS, PROTOS, Constants
 
-__all__ = ["FUNCS", "ALGOS", "PROTOS", "AlgoGraph", "Comm", "Table", "tune", "algo_time", "best", "f32"]
+__all__ = ["FUNCS", "ALGOS", "PROTOS", "AlgoGraph", "Comm", "Table", "tune", "algo_time", "algo_terms",
+           "best", "f32"]
 
 FUNCS = ("Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce")
 TREE, RING, CN_DIRECT, CN_CHAIN, NVLS, NVLS_TREE, PAT = range(7)
 LL, LL128, SIMPLE = range(3)
 NVLINK, PCI, NET = range(3)
+OLD_ERAS = ("2.18", "2.19", "2.21")  # the formulas before v2.23 (versions.py)
 
 
 def f32(x: float) -> float:
@@ -110,95 +112,161 @@ def _log2i(n: int) -> int:
     return n.bit_length() - 1 if n > 0 else -1
 
 
-def tune(comm: Comm, k: Constants) -> Table:
-    """NCCL's table for ``comm`` with the constants ``k`` (tuning.cc:243-541)."""
-    nn, nr = comm.n_nodes, comm.n_ranks
-    # v2.23-v2.24 have no Blackwell row; versions.py copies Hopper's there, as NCCL then did.
+@dataclass(frozen=True)
+class _Setup:
+    """What every cell of the table reads (tuning.cc:258-286): the per-channel caps of this
+    compute capability and node count, ppn, the links each algorithm's latency uses, PAT on."""
+
+    ll_max: float
+    tree_max: float
+    ring_ll128: float
+    tree_ll128: float
+    nvls_tree_max: float
+    ppn: float
+    cc: int
+    intra_hw: tuple
+    hw: tuple
+    pat_on: bool
+    overhead: float
+    old: bool
+    era: str
+
+
+def _setup(comm: Comm, k: Constants) -> _Setup:
+    nn = comm.n_nodes
+    # v2.23-v2.24 have no Blackwell row: versions.py copies Hopper's there, as NCCL then did.
     cc = 3 if comm.compcap >= 100 else 2 if comm.compcap >= 90 else 1 if comm.compcap >= 80 else 0
     i2 = nn - 1 if nn <= 2 else 2
     i1 = cc if nn == 1 else (1 if comm.cpu in ("amd", "mixed") else 0)
-    ll_max, tree_max = k.ll_max[i1][i2], k.tree[cc][i2]
-    ring_ll128, tree_ll128, nvls_tree_max = k.ring_ll128[cc][i2], k.tree_ll128[cc][i2], k.nvls_tree[cc][i2]
-    ppn = f32(nr / nn)
-    intra_hw = [NVLINK if comm.graph(a).nvlink else PCI for a in range(7)]
-    hw = [intra_hw[a] if nn == 1 else NET for a in range(7)]
-    pat_on = comm.pat if comm.pat is not None else (nn == nr and comm.compcap >= 60)
-    overhead = 2.0 if comm.cpu == "amd" else 1.0
-    old = k.era == "2.21"
+    intra_hw = tuple(NVLINK if comm.graph(a).nvlink else PCI for a in range(7))
+    return _Setup(k.ll_max[i1][i2], k.tree[cc][i2], k.ring_ll128[cc][i2], k.tree_ll128[cc][i2],
+                  k.nvls_tree[cc][i2], f32(comm.n_ranks / nn), cc, intra_hw,
+                  tuple(intra_hw[a] if nn == 1 else NET for a in range(7)),
+                  comm.pat if comm.pat is not None else (nn == comm.n_ranks and comm.compcap >= 60),
+                  2.0 if comm.cpu == "amd" else 1.0, k.era in OLD_ERAS, k.era)
+
+
+def _cells(func: str, s: _Setup):
+    """The (algorithm, protocol) pairs NCCL fills for ``func`` (tuning.cc:288-300, 325-329)."""
+    ar, agrs = func == "AllReduce", func in ("AllGather", "ReduceScatter")
+    for a in range(7):
+        if func in ("Broadcast", "Reduce") and a != RING:
+            continue
+        if agrs and a not in (PAT, RING, NVLS, CN_DIRECT):
+            continue
+        if agrs and s.era == "2.18" and a != RING:  # v2.18.6-1 tuning.cc:168-169
+            continue
+        if (ar or s.old) and a == PAT:
+            continue
+        for p in range(3):
+            if a in (NVLS, NVLS_TREE) and p != SIMPLE:
+                continue
+            if agrs and a == PAT and (p != SIMPLE or not s.pat_on):
+                continue
+            yield a, p
+
+
+def tune(comm: Comm, k: Constants) -> Table:
+    """NCCL's table for ``comm`` with the constants ``k`` (tuning.cc:243-541)."""
+    s = _setup(comm, k)
     lat = [[[0.0] * 3 for _ in range(7)] for _ in FUNCS]
     bws = [[[0.0] * 3 for _ in range(7)] for _ in FUNCS]
     for f, func in enumerate(FUNCS):
-        ar, agrs = func == "AllReduce", func in ("AllGather", "ReduceScatter")
-        nsteps = 2 * (nr - 1) if ar else nr - 1 if agrs else nr
-        for a in range(7):
-            if func in ("Broadcast", "Reduce") and a != RING:
+        nr = comm.n_ranks
+        nsteps = 2 * (nr - 1) if func == "AllReduce" else nr - 1 \
+            if func in ("AllGather", "ReduceScatter") else nr
+        for a, p in _cells(func, s):
+            bus = _bus_bw(comm, k, s, func, a, p, nsteps)
+            if bus is None:
                 continue
-            if agrs and a not in (PAT, RING, NVLS, CN_DIRECT):
-                continue
-            if (ar or old) and a == PAT:
-                continue
-            g = comm.graph(a)
-            for p in range(3):
-                if a in (NVLS, NVLS_TREE) and p != SIMPLE:
-                    continue
-                if agrs and a == PAT and (p != SIMPLE or not pat_on):
-                    continue
-                collnet = a in (CN_DIRECT, CN_CHAIN)
-                bw = f32(g.bw_intra if nn <= 2 or collnet else g.bw_inter)
-                if a in (NVLS, NVLS_TREE):
-                    if g.n_channels < 2:
-                        continue
-                    bw = _nvls_bw(k, g, a, ar, ppn, nn, cc, nvls_tree_max)
-                bus = f32(g.n_channels * bw)
-                if a == RING and p == LL:
-                    bus = f32(min(ll_max, bus * .5))
-                if a == RING and p == LL128:
-                    bus = f32(min(bus * (0.7 if old and ppn < 2 else 0.92), g.n_channels * ring_ll128))
-                if a == TREE and ar:
-                    bus = f32(min(bus * .92, g.n_channels * tree_max))
-                if a == TREE and p == LL:
-                    bus = f32(min(bus * 1.0 / 3.8, ll_max))
-                if a == TREE and p == LL128:
-                    bus = f32(min(bus * (7.0 / 9.0 if nn == 1 else 120.0 / 128.0), g.n_channels * tree_ll128))
-                if a == TREE and comm.tree_pattern_tree:
-                    bus = f32(bus * .85)
-                if a == PAT:
-                    bus = f32(bus * .75)
-                if collnet and p != SIMPLE:
-                    bus = 0.0
-                if a == CN_DIRECT and p == SIMPLE:
-                    if agrs and old:  # v2.22.3-1 tuning.cc:189-203
-                        w = (ppn - 1) / (8 - 1)
-                        bus = f32(f32(ppn * bw) * (w * 0.85 + (1 - w) * 0.95))
-                    elif agrs:
-                        bus = f32(ppn * min(g.bw_intra, f32(g.bw_inter * f32(0.9))))
-                    else:
-                        factor = ppn / (1.0 * max(g.n_channels, 1))
-                        factor -= (factor - 1) / 2
-                        bus = f32(bus / factor)
-                        if comm.compcap >= 90:
-                            bus = f32(bus * .85)
-                if a in (NVLS, CN_DIRECT) and p == SIMPLE and agrs and nn > 1 and not comm.collnet:
-                    bus = 0.0
-                if not ((a == CN_DIRECT if old else a != RING) and agrs):
-                    if a == RING or (a in (NVLS, NVLS_TREE) and k.nvls_model == "2.28"):
-                        ratio = f32(1.0 * nr / nsteps)
-                    elif a in (NVLS, NVLS_TREE):
-                        ratio = f32(5.0 / 6.0)
-                    else:
-                        ratio = f32(.5)
-                    bus = f32(bus * ratio)
-                bws[f][a][p] = bus
-                lat[f][a][p] = _latency(k, comm, a, p, f, nsteps, intra_hw, hw, ppn, overhead)
-    _enable(comm, lat, bws, nn)
+            bws[f][a][p] = bus
+            lat[f][a][p] = _latency(k, comm, a, p, f, nsteps, s.intra_hw, s.hw, s.ppn, s.overhead)
+    _enable(comm, lat, bws, comm.n_nodes)
     return Table(comm, k, lat, bws)
+
+
+def _bus_bw(comm: Comm, k: Constants, s: _Setup, func: str, a: int, p: int,
+            nsteps: int) -> Optional[float]:
+    """The algorithm bandwidth of one cell (tuning.cc:301-383); ``None``: NVLS without 2 channels."""
+    nn, nr, g = comm.n_nodes, comm.n_ranks, comm.graph(a)
+    ar, agrs, old = func == "AllReduce", func in ("AllGather", "ReduceScatter"), s.old
+    collnet = a in (CN_DIRECT, CN_CHAIN)
+    bw = f32(g.bw_intra if nn <= 2 or collnet else g.bw_inter)
+    if a in (NVLS, NVLS_TREE):
+        if g.n_channels < 2:
+            return None
+        bw = _nvls_bw(k, g, a, ar, s.ppn, nn, s.cc, s.nvls_tree_max)
+    bus = _protocol_bus(comm, s, a, p, func, f32(g.n_channels * bw), g.n_channels, old)
+    if collnet and p != SIMPLE:
+        bus = 0.0
+    if a == CN_DIRECT and p == SIMPLE:
+        bus = _collnet_direct_bus(comm, s, g, bus, bw, agrs, old)
+    if a in (NVLS, CN_DIRECT) and p == SIMPLE and agrs and nn > 1 and not comm.collnet:
+        bus = 0.0
+    if not ((a == CN_DIRECT if old else a != RING) and agrs):
+        if a == RING or (a in (NVLS, NVLS_TREE) and k.nvls_model == "2.28"):
+            ratio = f32(1.0 * nr / nsteps)
+        elif a == NVLS_TREE and k.era == "2.18":  # v2.18.6-1 tuning.cc:198
+            ratio = f32(.70 * nn / (2 * (nn - 1))) if nn > 1 else math.inf  # C: x/0.0 = inf
+        elif a in (NVLS, NVLS_TREE):
+            ratio = f32(5.0 / 6.0)
+        else:
+            ratio = f32(.5)
+        bus = f32(bus * ratio)
+    return bus
+
+
+def _protocol_bus(comm: Comm, s: _Setup, a: int, p: int, func: str, bus: float, nch: int,
+                  old: bool) -> float:
+    """Ring and tree refinements per protocol (tuning.cc:330-352; v2.20.5-1 tuning.cc:181 for
+    the ring LL factor of 2.18-2.20: a quarter on several nodes, for all-reduce and reduce,
+    else a third)."""
+    ar = func == "AllReduce"
+    if a == RING and p == LL:
+        if s.era in ("2.18", "2.19"):
+            quarter = comm.n_nodes > 1 or func in ("AllReduce", "Reduce")
+            bus = f32(min(s.ll_max, bus * (1.0 / 4.0 if quarter else 1.0 / 3.0)))
+        else:
+            bus = f32(min(s.ll_max, bus * .5))
+    if a == RING and p == LL128:
+        bus = f32(min(bus * (0.7 if old and s.ppn < 2 else 0.92), nch * s.ring_ll128))
+    if a == TREE and ar:
+        bus = f32(min(bus * .92, nch * s.tree_max))
+    if a == TREE and p == LL:
+        bus = f32(min(bus * 1.0 / 3.8, s.ll_max))
+    if a == TREE and p == LL128:
+        bus = f32(min(bus * (7.0 / 9.0 if comm.n_nodes == 1 else 120.0 / 128.0), nch * s.tree_ll128))
+    if a == TREE and comm.tree_pattern_tree:
+        bus = f32(bus * .85)
+    if a == PAT:
+        bus = f32(bus * .75)
+    return bus
+
+
+def _collnet_direct_bus(comm: Comm, s: _Setup, g: AlgoGraph, bus: float, bw: float, agrs: bool,
+                        old: bool) -> float:
+    """CollNetDirect/Simple (tuning.cc:353-368; v2.22.3-1 tuning.cc:189-203 for ``old``)."""
+    ppn = s.ppn
+    if agrs and old:
+        w = (ppn - 1) / (8 - 1)
+        return f32(f32(ppn * bw) * (w * 0.85 + (1 - w) * 0.95))
+    if agrs:
+        return f32(ppn * min(g.bw_intra, f32(g.bw_inter * f32(0.9))))
+    factor = ppn / (1.0 * max(g.n_channels, 1))
+    factor -= (factor - 1) / 2
+    bus = f32(bus / factor)
+    if comm.compcap >= 90:
+        bus = f32(bus * .85)
+    return bus
 
 
 def _nvls_bw(k: Constants, g: AlgoGraph, a: int, ar: bool, ppn: float, nn: int, cc: int,
              cap: float) -> float:
+    if k.era == "2.18":  # v2.18.6-1 tuning.cc:174: the graph's own bandwidth, no min
+        return f32(g.bw_intra if nn <= 2 else g.bw_inter)
     if k.nvls_model == "2.23":  # v2.27.7-1 tuning.cc: NVLS min(intra, inter); NVLSTree halves inter > 2 nodes
         if a == NVLS:
-            if ar or k.era == "2.21":
+            if ar or k.era in OLD_ERAS:
                 return f32(min(g.bw_intra, g.bw_inter))
             return f32(min(g.bw_intra * (ppn - 1.0) / ppn, g.bw_inter * 0.9))
         return f32(min(g.bw_intra, g.bw_inter if nn <= 2 else g.bw_inter / 2))
@@ -213,7 +281,7 @@ def _latency(k: Constants, comm: Comm, a: int, p: int, f: int, nsteps: int, intr
     nn, nr, g, func = comm.n_nodes, comm.n_ranks, comm.graph(a), FUNCS[f]
     base = f32(k.base[a][p])
     intra = f32(k.hw[intra_hw[a]][a][p])
-    old = k.era == "2.21"  # v2.22.3-1: each algorithm's own network row; 2*nNodes ring steps
+    old = k.era in OLD_ERAS  # v2.22.3-1: each algorithm's own network row; 2*nNodes ring steps
     inter = f32(k.hw[NET][TREE][p] if ppn == 1 and not old else k.hw[NET][a][p])
     inter = f32(inter + g.latency_inter)
     if p == SIMPLE:
@@ -241,8 +309,12 @@ def _latency(k: Constants, comm: Comm, a: int, p: int, f: int, nsteps: int, intr
         return f32(base + f32(2 * (min(1, local - 1) * intra + (local - 1) * 0.4) + inter))
     if a == CN_CHAIN:
         return f32(base + f32(2 * (local - 1) * intra + inter))
+    if a == NVLS and k.era == "2.18":  # v2.18.6-1 tuning.cc:236: base 23 plus the network row
+        return f32(base + k.hw[NET][a][p]) if nn > 1 else base
     if a == NVLS:
         return f32(intra + inter) if nn > 1 else intra
+    if a == NVLS_TREE and k.era == "2.18":  # v2.18.6-1 tuning.cc:238: 2(nNodes-1) network hops
+        return f32(base + f32(2 * (nn - 1) * k.hw[NET][a][p]))
     if a == NVLS_TREE:
         return f32(base + f32(intra + 2 * _log2i(nn) * inter))
     if a == PAT and func in ("AllGather", "ReduceScatter"):
@@ -262,12 +334,14 @@ def _enable(comm: Comm, lat: list, bws: list, nn: int) -> None:
                     bws[f][a][p] = 0.0
 
 
-def algo_time(table: Table, func: str, a: int, p: int, nbytes: int, pipe_ops: int = 1) -> float:
-    """``ncclTopoGetAlgoTime`` (tuning.cc:629-655): µs, or -1 where the pair is disabled."""
+def algo_terms(table: Table, func: str, a: int, p: int, nbytes: int) -> tuple[float, float]:
+    """``(latency µs, algorithm bandwidth GB/s)`` ``ncclTopoGetAlgoTime`` combines for this
+    size (tuning.cc:629-652: the tree correction on the bandwidth, the ring plateau on the
+    latency); bandwidth 0 where the pair is disabled."""
     f = FUNCS.index(func)
     bw, lat = table.bw[f][a][p], table.lat[f][a][p]
     if bw == 0:
-        return -1.0
+        return lat, 0.0
     comm, k = table.comm, table.consts
     log_size = _log2i(nbytes >> 6)
     corr = k.tree_correction[p]
@@ -279,6 +353,14 @@ def algo_time(table: Table, func: str, a: int, p: int, nbytes: int, pipe_ops: in
     if (a == RING and p == SIMPLE and comm.n_nodes > 1 and func == "AllReduce"
             and nbytes // (comm.channels * comm.n_ranks) >= 64):
         lat = f32(lat * (1.9 if comm.compcap < 80 else 1.4))
+    return lat, bw
+
+
+def algo_time(table: Table, func: str, a: int, p: int, nbytes: int, pipe_ops: int = 1) -> float:
+    """``ncclTopoGetAlgoTime`` (tuning.cc:629-655): µs, or -1 where the pair is disabled."""
+    lat, bw = algo_terms(table, func, a, p, nbytes)
+    if bw == 0:
+        return -1.0
     count = pipe_ops if a == RING else -(-pipe_ops // 8)
     # C float arithmetic, step by step: nBytes (size_t) becomes a float before the division.
     return f32(f32(lat * count) + f32(f32(nbytes) / f32(1000 * bw)))

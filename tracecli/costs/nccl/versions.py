@@ -25,9 +25,10 @@ of v2.22.3-1): no PAT; tree/Simple base latency 0 and hardware latency 28 µs on
 latency of each algorithm's own row even at one GPU per node; ``2·nNodes`` inter-node ring
 steps for all-reduce; NVLS bandwidth ``min(bwIntra, bwInter)``; CollNetDirect all-gather /
 reduce-scatter ``ppn·bw·(0.85w + 0.95(1-w))`` with ``w = (ppn-1)/7``
-(v2.22.3-1 tuning.cc:118-265). Releases before 2.21 (ring LL at a quarter of the bus, Hopper
-LL caps copied from Ampere, NVLS hardware latency 23 µs) are not modelled:
-:func:`constants_for` refuses them.
+(v2.22.3-1 tuning.cc:118-265). ``era`` "2.19" (v2.19.4-1 and v2.20.5-1): the "2.21" formulas with the ring LL bus at a
+quarter (several nodes, all-reduce, reduce) or a third, Hopper's LL caps copied from Ampere's and
+NVLS/NVLSTree 23 µs on NVLink. ``era`` "2.18" (v2.18.6-1): more (see ``_V2_18``). Releases
+before 2.18 are refused with what differs (:data:`BEFORE_2_18`).
 
 >>> constants_for("2.29.7").ring_ll128[3]
 (40.0, 40.0, 40.0)
@@ -68,7 +69,7 @@ class Constants:
     tree_correction: tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]]
     nvls_model: str  # "2.23": bw = min(bwIntra, bwInter), ratio 5/6; "2.28": nvlsEfficiency model
     nvls_tree_correction: bool  # v2.28+: NVLSTree AllReduce on sm100 x86 takes the tree factor
-    era: str = "2.23"  # "2.21": the v2.21-v2.22 formulas (module docstring); "2.23": later ones
+    era: str = "2.23"  # "2.18", "2.19" (2.19-2.20), "2.21" (2.21-2.22): older formulas; "2.23": later
 
 
 _Z: Row = (0.0, 0.0, 0.0)
@@ -125,10 +126,33 @@ _V2_21 = replace(
     base=((6.8, 14.0, 0.0),) + _V2_23.base[1:6] + (_Z,),
     hw=tuple(((row[0][0], row[0][1], 28.0),) + row[1:6] + (_Z,) for row in _V2_23.hw))
 
+# v2.19.4-1 and v2.20.5-1 tuning.cc:56-106 (the same values): v2.21's formulas and table but
+# NVLS/NVLSTree on NVLink 23 us, Hopper's LL caps a copy of Ampere's (87.7/22.5/19.0) and the
+# ring LL factor a quarter or a third (era "2.19", tuning.cc:181).
+_AMPERE_LL = _V2_21.ll_max[1]
+_V2_19 = replace(
+    _V2_21, tag="v2.20.5-1", era="2.19",
+    ll_max=_V2_21.ll_max[:2] + (_AMPERE_LL, _AMPERE_LL),
+    hw=((_V2_21.hw[0][:4] + ((0, 0, 23), (0, 0, 23)) + _V2_21.hw[0][6:]),) + _V2_21.hw[1:])
+# v2.18.6-1 tuning.cc:56-106: NVLS latency in the base row (23 us), tree/Simple 4/6/14 us a hop
+# on NVLink/PCI/network, CollNet 8.0/4.75 (NVLink), 8.0/8.0 (PCI), 10.7/14 (network),
+# NVLSTree 19 us a network hop; era "2.18": no NVLS for all-gather/reduce-scatter, NVLS
+# bandwidth the graph's own, NVLSTree 0.7·nNodes/(2(nNodes-1)) of the bus, 2(nNodes-1) hops.
+_V2_18 = replace(
+    _V2_19, tag="v2.18.6-1", era="2.18",
+    base=((6.8, 14.0, 0.0), (6.6, 14.0, 8.4), (6.8, 14.0, 0.0), (6.8, 14.0, 0.0),
+          (0.0, 0.0, 23.0), (0.0, 0.0, 23.0), _Z),
+    hw=(((.6, 1.25, 4.0), (.6, 1.9, 3.4), (0, 0, 8.0), (0, 0, 4.75), _Z, _Z, _Z),
+        ((1.0, 1.9, 6.0), (1.0, 2.5, 5.7), (0, 0, 8.0), (0, 0, 8.0), _Z, _Z, _Z),
+        ((5.0, 8.5, 14.0), (2.7, 4.0, 14.0), (0, 0, 10.7), (0, 0, 14.0), (0, 0, 18.0), (0, 0, 19.0), _Z)))
+
 RELEASES: tuple[tuple[tuple[int, int, int], Constants], ...] = (
-    ((2, 21, 0), _V2_21), ((2, 23, 0), _V2_23), ((2, 25, 0), _V2_25), ((2, 28, 0), _V2_28_3), ((2, 28, 7), _V2_28_7),
+    ((2, 18, 0), _V2_18), ((2, 19, 0), _V2_19), ((2, 21, 0), _V2_21), ((2, 23, 0), _V2_23), ((2, 25, 0), _V2_25), ((2, 28, 0), _V2_28_3), ((2, 28, 7), _V2_28_7),
     ((2, 28, 9), _V2_28_9), ((2, 29, 0), _V2_29_2), ((2, 29, 7), _V2_29_7), ((2, 30, 0), _V2_30_3),
 )
+
+BEFORE_2_18 = ("before 2.18 NCCL has no NVLSTree and prices NVLS on the ring graph at 3/4 of its "
+               "bandwidth with no latency: v2.17.1-1 tuning.cc:67-75, 127, 173")
 
 _VERSION_RE = re.compile(r"^\s*v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,6}))?(?:[-+].*)?\s*$")  # bounded digits
 
@@ -146,12 +170,14 @@ def parse_version(text: str) -> Optional[tuple[int, int, int]]:
 
 
 def constants_for(version: str) -> Constants:
-    """The constants of NCCL ``version``; ValueError (with what to pass) outside 2.21-2.30.
+    """The constants of NCCL ``version``; ValueError (with what to pass) outside 2.18-2.30.
 
-    >>> constants_for("2.18.3")
+    >>> constants_for("2.17.1")
     Traceback (most recent call last):
     ...
-    ValueError: NCCL 2.18.3 is not modelled (its constants differ); use a version from 2.21 to 2.30
+    ValueError: NCCL 2.17.1 is not modelled (before 2.18 NCCL has no NVLSTree and prices NVLS on the ring graph at 3/4 of its bandwidth with no latency: v2.17.1-1 tuning.cc:67-75, 127, 173); use a version from 2.18 to 2.30
+    >>> constants_for("2.19.3").ll_max[2], constants_for("2.18.3").base[4]
+    ((87.7, 22.5, 19.0), (0.0, 0.0, 23.0))
     >>> constants_for("2.22.3").tag, constants_for("2.22.3").hw[0][0]
     ('v2.21.5-1', (0.6, 1.25, 28.0))
     """
@@ -159,8 +185,9 @@ def constants_for(version: str) -> Constants:
     if v is None:
         raise ValueError(f"cannot read NCCL version {version!r}; write it as 2.21.5")
     if v < RELEASES[0][0] or v >= (2, 31, 0):
-        raise ValueError(f"NCCL {version} is not modelled (its constants differ); "
-                         "use a version from 2.21 to 2.30")
+        why = BEFORE_2_18 if v < RELEASES[0][0] else "released after 2.30, not read"
+        raise ValueError(f"NCCL {version} is not modelled ({why}); "
+                         "use a version from 2.18 to 2.30")
     chosen = RELEASES[0][1]
     for first, consts in RELEASES:
         if v >= first:

@@ -1,0 +1,164 @@
+"""Fitting the time model's constants (:mod:`.timing`) on measured tables, and choosing which
+fitted constants answer for a topology.
+
+A measured point is ``(table, class, multi-node?, features, measured µs)``; the model is
+linear in its constants, so they are the weighted least squares of RELATIVE error
+(``(predicted - measured) / measured``), each table weighing as much as any other whatever
+its number of sizes. One node has its own constants (``local``). A network's constants are a
+sum, shrunk toward each other by weak priors (:data:`PRIOR`): all networks' (``network``,
+factors pulled toward 1, NCCL's own numbers), plus its family's share (``rdma``, ``plugin``,
+``socket``, :mod:`.transports`), plus its own share, each share pulled toward 0, so a
+transport measured at few sizes stays near its family and a floor is set by small sizes, not
+by one large one. Base constants that would go negative are held at 0.
+
+:func:`resolve` answers a transport with its own constants where a table measured it, else its
+family's, else all networks': a transport no table measured is timed from the others.
+
+>>> pts = [Point("a", "local", False, (1.0, 0.0, 10.0, n / 100.0), 30.0 + 2 * n / 100.0)
+...        for n in (100, 1000, 10000, 100000)]
+>>> p = fit(pts)["local"]   # 30 µs of floor and latency, twice NCCL's bandwidth term
+>>> from .timing import time_us
+>>> [round(time_us(p, q.feats) / q.measured_us, 2) for q in pts]  # the priors cost a little
+[0.87, 0.9, 0.94, 0.95]
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Optional
+
+from .timing import TimeParams
+from .transports import family
+
+__all__ = ["Point", "fit", "resolve", "loco", "PRIOR"]
+
+PRIOR = 0.02  # weight of the pull of each constant toward its prior, in units of one table's error
+# floors are pulled toward 0 on the scale of a kernel launch (10 µs) and of a network round
+# trip through a proxy (100 µs): a floor is then set by small sizes, not by one large one
+FLOOR_SCALE = {"floor": 10.0, "net_floor": 100.0}
+
+
+class Point(NamedTuple):
+    table: str
+    net: str          # the transport, or "local" on one node
+    multi_node: bool
+    feats: tuple      # (1, multi-node, NCCL latency µs, NCCL bandwidth µs): timing.features
+    measured_us: float
+
+
+def _solve(a: list[list[float]], b: list[float]) -> list[float]:
+    """Gaussian elimination with partial pivoting (a small dense system)."""
+    n = len(b)
+    m = [row[:] + [b[i]] for i, row in enumerate(a)]
+    for c in range(n):
+        piv = max(range(c, n), key=lambda r: abs(m[r][c]))
+        m[c], m[piv] = m[piv], m[c]
+        if abs(m[c][c]) < 1e-300:
+            continue
+        for r in range(n):
+            if r != c and m[r][c] != 0.0:
+                f = m[r][c] / m[c][c]
+                m[r] = [x - f * y for x, y in zip(m[r], m[c])]
+    return [m[i][n] / m[i][i] if abs(m[i][i]) > 1e-300 else 0.0 for i in range(n)]
+
+
+def _terms(net: str) -> list[str]:
+    """The parameter groups a class's constants add up (``local`` stands alone)."""
+    if net == "local":
+        return ["local"]
+    return ["network", "family:" + family(net), "net:" + net]
+
+
+def fit(points: list[Point]) -> dict[str, TimeParams]:
+    """The constants of every class the points measure (see the module): one node
+    (``local``); networks as ``network`` + ``family:F`` + ``net:N`` shrunk toward each other.
+
+    Returns ``{"local", "network", "<family>", "<net>": TimeParams}``: a family's constants
+    are ``network`` + its family's share, a transport's add its own share."""
+    groups = sorted({g for p in points for g in _terms(p.net)})
+    names = ["floor"] + [f"{k}|{g}" for g in groups for k in ("net_floor", "lat", "bw")
+                         if not (g == "local" and k == "net_floor")]
+    idx = {n: i for i, n in enumerate(names)}
+    per_table: dict[str, int] = {}
+    for p in points:
+        per_table[p.table] = per_table.get(p.table, 0) + 1
+    rows = []
+    for p in points:
+        x = [0.0] * len(names)
+        one, multi, lat, bw = p.feats
+        x[idx["floor"]] = one / p.measured_us
+        for g in _terms(p.net):
+            if g != "local":
+                x[idx[f"net_floor|{g}"]] = multi / p.measured_us
+            x[idx[f"lat|{g}"]] = lat / p.measured_us
+            x[idx[f"bw|{g}"]] = bw / p.measured_us
+        rows.append((x, 1.0, 1.0 / per_table[p.table]))
+    for n in names:  # priors: base factors toward 1, shares and floors toward 0 (their scale)
+        kind, _, g = n.partition("|")
+        base = g in ("local", "network") and kind in ("lat", "bw")
+        x = [0.0] * len(names)
+        x[idx[n]] = 1.0 / FLOOR_SCALE.get(kind, 1.0)
+        rows.append((x, 1.0 if base else 0.0, PRIOR))
+    theta = _nonnegative_lstsq(rows, len(names), {i for n, i in idx.items()
+                                                   if n == "floor" or n.endswith(("|local", "|network"))})
+    val = lambda k, g: theta[idx[f"{k}|{g}"]] if f"{k}|{g}" in idx else 0.0  # noqa: E731
+    out = {}
+    if "local" in groups:
+        out["local"] = TimeParams(theta[0], 0.0, val("lat", "local"), val("bw", "local"))
+    for g in groups:
+        if g == "local":
+            continue
+        chain = ["network"] if g == "network" else ["network", g] if g.startswith("family:") \
+            else ["network", "family:" + family(g[4:]), g]
+        key = g.split(":", 1)[-1]
+        out[key] = TimeParams(theta[0], max(0.0, sum(val("net_floor", c) for c in chain)),
+                              max(0.0, sum(val("lat", c) for c in chain)),
+                              max(0.0, sum(val("bw", c) for c in chain)))
+    return out
+
+
+def _nonnegative_lstsq(rows, n: int, nonneg: set) -> list[float]:
+    """Weighted least squares; the parameters of ``nonneg`` that come out negative are held at
+    0 and the rest refitted (shares of a family or transport may be negative)."""
+    free = set(range(n))
+    theta = [0.0] * n
+    for _ in range(n + 1):
+        order = sorted(free)
+        ata = [[sum(w * x[i] * x[j] for x, _, w in rows) for j in order] for i in order]
+        atb = [sum(w * x[i] * y for x, y, w in rows) for i in order]
+        theta = [0.0] * n
+        for i, v in zip(order, _solve(ata, atb)):
+            theta[i] = v
+        negative = {i for i in order if i in nonneg and theta[i] < 0.0}
+        if not negative:
+            break
+        free -= negative
+    return theta
+
+
+def resolve(fitted: dict[str, TimeParams], net: Optional[str]
+            ) -> Optional[tuple[TimeParams, str]]:
+    """``(constants, class)`` for a topology on transport ``net`` (``None``: one node): the
+    transport's own where a table measured it, else its family's, else all networks'."""
+    if net is None:
+        hit = fitted.get("local")
+        return None if hit is None else (hit, "local")
+    for key in (net, "family:" + family(net), "network"):
+        hit = fitted.get(key.split(":", 1)[-1] if key.startswith("family:") else key)
+        if hit is not None:
+            return hit, key.split(":", 1)[-1]
+    return None
+
+
+def loco(points: list[Point]) -> dict[str, list[tuple[Point, float, str]]]:
+    """Leave-one-cluster-out: each table predicted by constants fitted on the OTHER tables
+    only. ``{table: [(point, predicted µs, class used), ...]}``."""
+    from .timing import time_us
+
+    out: dict[str, list[tuple[Point, float, str]]] = {}
+    for held in sorted({p.table for p in points}):
+        fitted = fit([p for p in points if p.table != held])
+        for p in (q for q in points if q.table == held):
+            hit = resolve(fitted, None if p.net == "local" else p.net)
+            params, key = hit if hit is not None else (TimeParams(0.0, 0.0, 1.0, 1.0), "nccl")
+            out.setdefault(held, []).append((p, time_us(params, p.feats), key))
+    return out

@@ -1,0 +1,94 @@
+"""How long the (algorithm, protocol) NCCL picks takes: a time model on top of NCCL's choice.
+
+NCCL's own model (:mod:`.tuning`) ranks the pairs; its ``latency + bytes / bandwidth`` is
+not a stopwatch (tuning.cc:620-621 calls its tree numbers "not perfectly sticking to the
+model"). tracecli keeps NCCL's CHOICE exactly and times that choice as it runs
+(NVIDIA/nccl v2.30.7-1 unless a tag is named):
+
+- **the floor**: a kernel launch and its completion, which nccl-tests' per-iteration time
+  includes and NCCL's model leaves out, and on several nodes the proxy thread's network round
+  trip (src/proxy.cc; the network plugin's ``isend``/``irecv``/``test``, src/transport/net.cc).
+  Not in NCCL's source: FITTED (``floor``, ``net_floor``).
+- **the steps**: NCCL's latency term, its per-hop latencies summed over the algorithm's steps
+  (``2(nRanks-1)`` ring steps, ``log2(nNodes)`` tree levels, tuning.cc:384-435), scaled by a
+  FITTED factor per link class (``lat``): NCCL's hop latencies are ranking constants.
+- **the pipeline**: each step moves one chunk per channel; the buffers are ``NCCL_STEPS`` = 8
+  slots (src/include/device.h:26) of ``buffSize / NCCL_STEPS``: Simple 4 MiB / 8 = 512 KiB
+  (``DEFAULT_BUFFSIZE``, src/init.cc:813), LL ``8 lines x 512 threads x 8 steps x 16 B`` /
+  8 = 64 KiB of which half is data (4-byte flag per 4-byte word, ``ncclLLFifoLine``,
+  device.h:75-88, enqueue.cc:2224), LL128 ``120 x 640 x 8 x 8 B`` / 8 = 600 KiB of which 15
+  of 16 words are data (device.h:110-115, enqueue.cc:2225); ring all-reduce chunks are
+  ``ALLREDUCE_CHUNKSTEPS`` = 4 steps, sliced in ``ALLREDUCE_SLICESTEPS`` = 2
+  (src/include/collectives.h:19-20; src/device/prims_simple.h:183). The pipeline's fill is
+  what NCCL's latency term already charges per step; what the model adds is how many
+  channels carry a SMALL collective: ``enqueue.cc:2070-2096`` drops channels while
+  ``nBytes < nChannels x nThreads x threshold`` (thresholds 8 B a thread for LL, x nRanks on
+  a ring, 8 for LL128, 64 for Simple: src/include/comm.h:49-51, tuning.cc:587-595; threads
+  512 LL and Simple, 640 LL128, tuning.cc:244-257), so a small collective runs on fewer
+  channels than NCCL's bandwidth assumes (:func:`channels_used`).
+- **the bandwidth**: NCCL's algorithm bandwidth for the pair (the graph's per-channel speed x
+  channels, per protocol: LL 1/2, LL128 0.92, tuning.cc:330-352), divided by a FITTED
+  efficiency per link class (``bw``): what NVLink, NVLS, and each network transport
+  (:mod:`.transports`) actually deliver of it.
+
+So ``time = floor [+ net_floor] + lat · NCCL latency + bw · bytes / (NCCL bandwidth · channels
+used / channels)``: linear in the fitted constants (:mod:`.fit_time` fits them by least
+squares on the training tables of :mod:`.training`). The link class is ``local`` on one node,
+else the network transport; a transport no training table measured takes its family's
+constants, else those of all networks (:func:`.fit_time.resolve`).
+
+>>> channels_used("Ring", "LL", 8 * 1024, 16, 8), channels_used("Ring", "Simple", 1 << 30, 16, 8)
+(1, 16)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+__all__ = ["TimeParams", "channels_used", "features", "time_us", "NCCL_STEPS", "THREADS",
+           "THRESHOLD"]
+
+NCCL_STEPS = 8  # src/include/device.h:26
+# comm->maxThreads (tuning.cc:244-257): Simple 512 (256 when the ring carries no more than
+# PCI_BW = 12 GB/s), LL 512 (NCCL_LL_MAX_NTHREADS), LL128 640 (NCCL_LL128_MAX_NTHREADS)
+THREADS = {"LL": 512, "LL128": 640, "Simple": 512}
+THRESHOLD = {"LL": 8, "LL128": 8, "Simple": 64}  # bytes a thread, comm.h:49-51
+
+
+def channels_used(algo: str, proto: str, nbytes: int, channels: int, ranks: int,
+                  ring_gbps: float = 1e9) -> int:
+    """How many of ``channels`` NCCL runs a ring or tree collective of ``nbytes`` on
+    (enqueue.cc:2090-2096); NVLS and others keep their channels."""
+    if algo not in ("Ring", "Tree") or channels < 1:
+        return max(channels, 1)
+    threads = THREADS[proto]
+    if proto == "Simple" and ring_gbps <= 12.0:
+        threads = 256
+    threshold = THRESHOLD[proto] * (ranks if (algo, proto) == ("Ring", "LL") else 1)
+    nc = channels
+    while nbytes < nc * threads * threshold and nc >= 2:
+        nc -= 1
+    return nc
+
+
+@dataclass(frozen=True)
+class TimeParams:
+    """The fitted constants of one link class: µs of floor (one node), µs more on several
+    nodes, the factor on NCCL's latency term and on its bandwidth term."""
+
+    floor: float
+    net_floor: float
+    lat: float
+    bw: float
+
+
+def features(lat_us: float, bw_gbps: float, nbytes: int, used: int, channels: int,
+             multi_node: bool) -> tuple[float, float, float, float]:
+    """``(1, multi-node?, latency µs, bandwidth µs)``: the terms each constant multiplies."""
+    frac = min(1.0, used / channels) if channels > 0 else 1.0
+    bw_us = nbytes / (1000.0 * bw_gbps * frac) if bw_gbps > 0 else 0.0
+    return 1.0, 1.0 if multi_node else 0.0, lat_us, bw_us
+
+
+def time_us(params: TimeParams, feats: tuple[float, float, float, float]) -> float:
+    one, net, lat, bw = feats
+    return params.floor * one + params.net_floor * net + params.lat * lat + params.bw * bw

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import click
 
+from ..costs.collectives import NAMES
 from ..limits import MAX_RANKS
 from ..units import format_size
 from .results import CollectiveResult
@@ -13,7 +14,7 @@ from .options import checked_topology, gpu_option, topology_from, topology_optio
 from .output import Output, emit, json_option, notice
 from .types import SIZES
 
-OPS = ("allreduce", "allgather", "reducescatter", "broadcast")
+OPS = tuple(names.op for names in NAMES.values())
 
 
 @cli.command()

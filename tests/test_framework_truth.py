@@ -220,6 +220,15 @@ def test_deepspeed_record(path):
             assert isinstance(case["error"], str) and case["error"]
             continue
         check_deepspeed_case(case, sidecar(path, case["sizes"]), doc["params"])
+        if case["stage"] == 1 and not case["engine"]["overlap_comm"]:
+            continue
+        kind = ("zero3" if case["stage"] == 3 else "zero12") + \
+            ("-autocast" if case["precision"].startswith("autocast") else "")
+        ops = path.parent / f"{doc['model']}.{kind}.ops.txt"
+        if path.parent.name == "truth":  # the op list is the recorded hook order
+            handed = [int(m.group(1) or 0) for m in map(re.compile(r"Allreduce/cond(?:_(\d+))?/").search,
+                                                           ops.read_text().split()) if m]
+            assert handed == case["entered"], (case["id"], case["world_size"])
 
 
 def check_deepspeed_case(case, params, names):

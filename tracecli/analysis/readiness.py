@@ -6,8 +6,7 @@ a format's name.
 - Autograd replay (Chainer dumps): backward is replayed as ``chainer.Variable.backward`` runs it (a heap keyed
   by ``(-rank, discovery counter)`` from the loss's creator); a parameter is ready after the
   last backward op producing its gradient; several parameters of one op are ready together,
-  in the op's output order. This walks the trace's networkx graph (``trace.graph``, built
-  by the parser): creators, inputs, backward ops and gradient producers are its edges.
+  in the op's output order.
 - Op lists with Horovod nodes: gradient N is ready at the first line naming
   ``.../Allreduce/cond_N/``.
 - Plain op lists: a variable is ready after the last op of its layer that produces its kind
@@ -18,9 +17,6 @@ a format's name.
   before its update (``source="update"``). None is dropped that the list updates.
 - Recorded backward (profiler traces): backward ops in the order they ran; a parameter is
   ready when the op that accumulated its gradient ended (``source="recorded"``).
-
-Op lists and profiler traces are read from their records: their graph is built only on
-first use of ``trace.graph`` (:mod:`tracecli.model.graph` says why, with the measurement).
 """
 
 from __future__ import annotations
@@ -91,37 +87,30 @@ class Readiness:
 def backward_schedule(trace: Trace) -> list[Op]:
     """Backward ops in execution order.
 
-    Autograd replay: replay ``Variable.backward`` on the trace's graph from every output no
-    forward op consumes (the loss), highest rank first. Otherwise: backward ops in the
-    trace's order.
+    Autograd replay: replay ``Variable.backward`` from every output no forward op consumes
+    (the loss), highest rank first. Otherwise: backward ops in the trace's order.
     """
     if trace.abilities.readiness is not ReadinessMethod.AUTOGRAD_REPLAY:
         return [op for op in trace.ops() if op.kind in BACKWARD_KINDS]
-    return _autograd_replay(trace.graph)
-
-
-def _autograd_replay(graph) -> list[Op]:
-    """``chainer.Variable.backward``'s order, walking ``graph``'s adjacency: a forward op's
-    inputs are its ``DATA`` predecessors in input order, an array's creator its forward
-    ``DATA`` predecessor, a forward op's backward op the source of its ``BACKWARD_OF``
-    edge."""
-    forward_kind = OpKind.FORWARD
-    forward = [op for op in graph.ops() if op.kind is forward_kind]
-    reads, writes, creator, backward_op = graph.reads, graph.writes, graph.creator, graph.backward_op
-    backward_of = {}
-    inputs = {f.id: reads(f.id) for f in forward}
     consumed: set[str] = set()
-    for f in forward:
-        consumed.update(inputs[f.id])
-        b = backward_op(f.id)
-        if b is not None:
-            backward_of[f.id] = b
+    forward = []
+    creator: dict[str, Op] = {}  # first forward op writing each array, as Trace.creator
+    backward_of = {}
+    forward_kind, backward_kind = OpKind.FORWARD, OpKind.BACKWARD
+    for op in trace.ops():
+        if op.kind is forward_kind:
+            forward.append(op)
+            consumed.update(op.inputs)
+            for tid in op.outputs:
+                creator.setdefault(tid, op)
+        elif op.kind is backward_kind and op.partner is not None:
+            backward_of[op.partner] = op
     # The loss's creator: no forward op reads any of its outputs. (An op with one unused
     # output among used ones, like an ignored split_axis piece, is not where backward starts.)
-    outputs = {f.id: writes(f.id) for f in forward if f.id in backward_of}
-    roots = [f for f in forward if outputs.get(f.id) and consumed.isdisjoint(outputs[f.id])]
+    roots = [f for f in forward if f.id in backward_of and f.outputs
+             and consumed.isdisjoint(f.outputs)]
     if not roots:
-        roots = [f for f in forward if f.id in outputs and not consumed.issuperset(outputs[f.id])]
+        roots = [f for f in forward if f.id in backward_of and not consumed.issuperset(f.outputs)]
     roots.sort(key=lambda f: (-f.generation, f.position))
     heap: list[tuple[int, int, str, Op]] = []
     seen: set[str] = set()
@@ -132,13 +121,13 @@ def _autograd_replay(graph) -> list[Op]:
             push(heap, (-root.generation, len(seen), root.id, root))
             seen.add(root.id)
     order = []
-    creators: dict[str, Optional[Op]] = {}  # an array read by 50,000 ops is looked up once
+    get = creator.get
     while heap:
         fid, op = pop(heap)[2:]
         if fid in backward_of:
             order.append(backward_of[fid])
-        for tid in inputs[fid]:
-            c = creators[tid] if tid in creators else creators.setdefault(tid, creator(tid))
+        for tid in op.inputs:
+            c = get(tid)
             if c is not None and c.id not in seen:
                 push(heap, (-c.generation, len(seen), c.id, c))
                 seen.add(c.id)
@@ -156,8 +145,6 @@ def _readiness(trace: Trace) -> Readiness:
     how = trace.abilities.readiness
     if how is ReadinessMethod.OP_NAMES:
         rows, missing = _op_list_rows(trace, schedule)
-    elif how is ReadinessMethod.AUTOGRAD_REPLAY:
-        rows, missing = _graph_producer_rows(trace, schedule)
     else:
         rows, missing = _producer_rows(trace, schedule, _PRODUCER_SOURCE[how])
     method = trace.abilities.readiness_note
@@ -174,7 +161,8 @@ def _readiness(trace: Trace) -> Readiness:
                      tuple(missing))
 
 
-_PRODUCER_SOURCE = {ReadinessMethod.RECORDED: "recorded"}
+_PRODUCER_SOURCE = {ReadinessMethod.AUTOGRAD_REPLAY: "backward-op",
+                    ReadinessMethod.RECORDED: "recorded"}
 
 
 def _producer_rows(trace: Trace, schedule: list[Op], source: str):
@@ -191,26 +179,6 @@ def _producer_rows(trace: Trace, schedule: list[Op], source: str):
             continue
         i, op = found
         rows.append(((i, op.outputs.index(tensor.id)), i + 1, tensor, source, op))
-    return rows, missing
-
-
-def _graph_producer_rows(trace: Trace, schedule: list[Op]):
-    """As :func:`_producer_rows`, from the graph: a parameter's producers are its
-    ``GRADIENT`` predecessors, each edge's ``index`` its place among the op's outputs."""
-    ran = {op.id: i for i, op in enumerate(schedule)}
-    producers = trace.graph.gradient_producers
-    rows, missing = [], []
-    for tensor in trace.parameters():
-        last = None  # (place in schedule, op, index) of the last op in schedule producing it
-        for op, index in producers(tensor.id):
-            i = ran.get(op.id)
-            if i is not None and (last is None or i > last[0]):
-                last = (i, op, index)
-        if last is None:
-            missing.append(tensor.name)
-            continue
-        i, op, index = last
-        rows.append(((i, index), i + 1, tensor, "backward-op", op))
     return rows, missing
 
 

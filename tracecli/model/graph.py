@@ -1,14 +1,20 @@
 """The networkx graph of a trace (:class:`TraceGraph`), and graph algorithms over its records.
 
-:func:`graph_of` builds the graph from the records; the edges it adds are those
-:func:`op_edges` and the trace's inferred edges name, the same lists the exports stream.
-Chainer dumps are read into a graph by their parser, and the backward/forward pairing and
-the autograd replay of readiness read its adjacency (:meth:`TraceGraph.creator`,
-:meth:`TraceGraph.reads`, :meth:`TraceGraph.backward_op`, ...). Other formats' analyses
-read the records, and their graph is built on first use of ``Trace.graph``: measured
-(``benchmarks/parse_scale.py``, 2 shared cores), the graph of a 500,000-line op list takes
-0.5 s to build and ``inspect --json`` there already takes 2.9 s of its 3 s budget, so
-building it for every command would miss the target (see ``README.md``, The library).
+:func:`graph_of` builds the graph from the records: the edges each op's record implies
+(:func:`op_edges`), then the trace's inferred edges, the same lists the exports stream. A
+library user gets it in one call: ``tracecli.load_trace(path).graph``.
+
+The analyses (readiness, the backward/forward pairing, sizes, shapes) read the records,
+through plain-dict indexes (:class:`~tracecli.model.Trace`), and the graph is built on first
+use of ``Trace.graph``. Measured with ``benchmarks/parse_scale.py`` (2 shared cores, best
+of 3; issue 22 item 7): ``inspect --json`` takes 2.5 s on the 100,000-op Chainer dump and
+2.9 s on the 500,000-line op list, against a target of 3 s. Building the graph in that
+main path, as analyses that read it need, costs 1.2 s and 0.4 s more on those inputs
+without and 1.5 s and 2.6 s more with networkx's own ``add_edges_from``: ``inspect`` takes
+3.7 s and 4.8-5.5 s. With the Chainer pairing and the autograd replay also reading the
+graph's adjacency (each relation a scan of a node's edges where the records give a tuple)
+the dump took 4.0 s. So the graph stays out of the main path, and
+``parse_scale.py``'s ``+graph`` rows measure it again.
 
 networkx costs a tenth of a second to import, so it is imported when the first graph is
 built. This module is the only place that knows networkx.
@@ -17,8 +23,8 @@ built. This module is the only place that knows networkx.
 >>> [(u, v, attrs["kind"].value) for u, v, attrs in op_edges([relu])]
 [('t0', 'op0', 'data'), ('op0', 't1', 'data')]
 >>> graph = graph_of([], [relu])
->>> graph.creator("t1").name, graph.reads("op0")
-('ReLU', ['t0'])
+>>> type(graph).__name__, list(graph.successors("t0")), graph.nodes["op0"]["data"].name
+('TraceGraph', ['op0'], 'ReLU')
 """
 
 from __future__ import annotations
@@ -51,7 +57,6 @@ def __getattr__(name: str):
 
 _GRAPH_CLASS = None
 _DATA, _GRADIENT, _BACKWARD_OF = EdgeKind.DATA, EdgeKind.GRADIENT, EdgeKind.BACKWARD_OF
-_FORWARD = OpKind.FORWARD
 
 
 def _graph_class():
@@ -62,70 +67,9 @@ def _graph_class():
         class TraceGraph(nx.DiGraph):
             """A ``networkx.DiGraph`` of a trace: each node carries its ``type``
             (:class:`NodeType`) and its record (:class:`Op`, :class:`Tensor`,
-            :class:`Collective`) under ``data``, each edge its ``kind`` (:class:`EdgeKind`)
-            and, for an op's own edges, the ``index`` of the tensor in the op's record.
-
-            The methods below answer the relations analyses ask, from the adjacency.
-            """
-
-            def record(self, node: str) -> Any:
-                """The record of ``node``."""
-                return self._node[node]["data"]
-
-            def ops(self) -> list[Op]:
-                """The records of the op nodes, in file order."""
-                op = NodeType.OP
-                return [attrs["data"] for attrs in self._node.values() if attrs.get("type") is op]
-
-            def creator(self, tensor: str) -> Optional[Op]:
-                """The first forward op (in file order) with a ``DATA`` edge to ``tensor``:
-                the op that created it; ``None`` for a leaf."""
-                nodes = self._node
-                for u, attrs in self._pred[tensor].items():
-                    if attrs["kind"] is _DATA and (op := nodes[u]["data"]).kind is _FORWARD:
-                        return op
-                return None
-
-            def consumers(self, tensor: str) -> list[Op]:
-                """Ops that read ``tensor`` (its ``DATA`` edges), in file order."""
-                nodes = self._node
-                return [nodes[v]["data"] for v, attrs in self._succ[tensor].items()
-                        if attrs["kind"] is _DATA]
-
-            def reads(self, op: str) -> list[str]:
-                """Tensors ``op`` reads (``DATA`` edges into it), in its record's order."""
-                return [u for u, attrs in self._pred[op].items() if attrs["kind"] is _DATA]
-
-            def writes(self, op: str) -> list[str]:
-                """Tensors ``op`` writes (``DATA``) or produces the gradient of
-                (``GRADIENT``), in its record's order."""
-                return [v for v, attrs in self._succ[op].items()
-                        if attrs["kind"] is _DATA or attrs["kind"] is _GRADIENT]
-
-            def backward_op(self, op: str) -> Optional[Op]:
-                """The backward op differentiating forward ``op`` (its ``BACKWARD_OF``
-                edge's source), or ``None``."""
-                for u, attrs in self._pred[op].items():
-                    if attrs["kind"] is _BACKWARD_OF:
-                        return self._node[u]["data"]
-                return None
-
-            def gradient_producers(self, tensor: str) -> list[tuple[Op, int]]:
-                """``(op, index)`` of each op with a ``GRADIENT`` edge to ``tensor`` (its
-                index among the op's outputs), in file order."""
-                nodes = self._node
-                return [(nodes[u]["data"], attrs["index"]) for u, attrs in self._pred[tensor].items()
-                        if attrs["kind"] is _GRADIENT]
-
-            def pair(self, backward: Op) -> None:
-                """Put ``backward`` (a backward op that now names its ``partner``) on its
-                node, and its ``BACKWARD_OF`` edge in the graph."""
-                self._node[backward.id]["data"] = backward
-                attrs = {"kind": _BACKWARD_OF}
-                self._succ[backward.id][backward.partner] = attrs
-                self._pred[backward.partner][backward.id] = attrs
-                if self.__networkx_cache__:
-                    self.__networkx_cache__.clear()
+            :class:`Collective`) under ``data``; each edge its ``kind``
+            (:class:`EdgeKind`) and, for an op's own edges, the ``index`` of the tensor
+            in the op's record."""
 
         TraceGraph.__module__ = "tracecli.model"  # where pickle finds it
         TraceGraph.__qualname__ = "TraceGraph"

@@ -1,12 +1,11 @@
-"""The Trace: one training step's records and its networkx graph.
+"""The Trace: one training step's records, and the relations analyses ask of them.
 
-:attr:`Trace.graph` is the :class:`~tracecli.model.graph.TraceGraph` of the records. A
-parser that builds it passes it in (Chainer dumps: the backward/forward pairing and the
-autograd replay read it); otherwise it is built on first use, from the same node and edge
-lists the exports write. The relations the other formats' analyses ask (creator,
-consumers, gradient producers, links) are answered from plain-dict indexes of the records,
-built on first use: measured on a 500,000-line op list, building the graph for every
-``inspect`` would take it past its 3 s target (:mod:`tracecli.model.graph`).
+The relations analyses need (creator, consumers, gradient producers, links) are answered
+from plain-dict indexes of the records, built on first use; :attr:`Trace.graph` is the
+networkx graph of the same records, built once on first use from the node and edge lists
+the exports write. Analyses read the records because building the graph in every
+command's main path would take ``inspect`` past its 3 s target on the 100,000-op Chainer
+dump and the 500,000-line op list (measured: :mod:`tracecli.model.graph`).
 """
 
 from __future__ import annotations
@@ -17,6 +16,7 @@ from operator import attrgetter
 from types import MappingProxyType
 from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
 
+from .._gc import gc_paused
 from .graph import find_forward_cycle, graph_of, op_edges
 from .kinds import BACKWARD_KINDS, GENERIC_ABILITIES, Abilities, EdgeKind, NodeType, OpKind, TensorKind
 from .records import Collective, Link, Op, StepInfo, Tensor, TraceMeta
@@ -59,7 +59,6 @@ class Trace:
         abilities: Optional[Abilities] = None,
         collectives: Sequence[Collective] = (),
         step: Optional[StepInfo] = None,
-        graph: Optional["TraceGraph"] = None,  # noqa: F821
     ):
         self.path = path
         self.format = format
@@ -72,7 +71,7 @@ class Trace:
         self.meta = meta if meta is not None else TraceMeta()
         self._op_index: Optional[dict[str, Op]] = None
         self._tensor_by_id = {t.id: t for t in self._tensors}
-        self._graph = graph
+        self._graph = None
         self._creators: Optional[dict[str, Op]] = None
         self._consumers: Optional[dict[str, list[Op]]] = None
         self._producers: Optional[dict[str, list[Op]]] = None
@@ -90,23 +89,20 @@ class Trace:
         abilities: Optional[Abilities] = None,
         collectives: Iterable[Collective] = (),
         step: Optional[StepInfo] = None,
-        graph: Optional["TraceGraph"] = None,  # noqa: F821
     ) -> "Trace":
         """A trace of ``ops``, ``tensors`` and inferred ``links``; the edges of an op follow
-        from its record (:func:`tracecli.model.graph.op_edges`). ``graph``: the graph a
-        parser already built of exactly these records (:func:`tracecli.model.graph.graph_of`),
-        else it is built on first use."""
+        from its record (:func:`tracecli.model.graph.op_edges`)."""
         return cls(path, format, list(ops), list(tensors), list(links), meta, abilities,
-                   list(collectives), step, graph)
+                   list(collectives), step)
 
     @property
     def graph(self) -> "TraceGraph":  # noqa: F821 (made on first use: tracecli.model.graph)
-        """The networkx graph of the trace (a :class:`~tracecli.model.graph.TraceGraph`):
-        the parser's where it built one, else built here on first use. Its nodes and edges
-        are :meth:`nodes` and :meth:`edges`."""
+        """The networkx graph of the trace (a :class:`~tracecli.model.graph.TraceGraph`),
+        built on first use; its nodes and edges are :meth:`nodes` and :meth:`edges`."""
         if self._graph is None:
-            self._graph = graph_of(self._tensors, self._ops, self._collectives,
-                                   self._inferred_edges())
+            with gc_paused():  # a million small dicts and no cycles: nothing to collect
+                self._graph = graph_of(self._tensors, self._ops, self._collectives,
+                                       self._inferred_edges())
         return self._graph
 
     def nodes(self) -> Iterator[tuple[str, NodeType, Any]]:

@@ -8,10 +8,6 @@
 
 Tensors become ``t<ID>`` and records ``op<K>`` (K counts records from 0). Dumps carry bytes, not
 dtypes: arrays are taken as float32 (Chainer's default). Every field is checked; the first problem is raised as a :class:`TraceFormatError` at its line.
-
-The records become the trace's networkx graph here (:func:`tracecli.model.graph.graph_of`):
-the backward/forward pairing (:mod:`.chainer_pairing`) and the autograd replay of readiness
-read it, and ``trace.graph`` is that graph.
 """
 
 from __future__ import annotations
@@ -25,7 +21,6 @@ from ..jsonfile import strict_decoder
 from ..model import (
     Abilities, ComputeSource, Op, OpKind, ReadinessMethod, Tensor, TensorKind, Trace, VariableOrder,
 )
-from ..model.graph import graph_of
 from .chainer_pairing import pair_and_layer
 
 __all__ = ["parse", "looks_like"]
@@ -104,9 +99,8 @@ def parse(path: str, lines: list[str], progress=None) -> Trace:
                 "op count or remove the extra lines", path=path, line=r.pos + 1,
             )
         r.pos += 1
-    graph = graph_of(tensors.values(), ops)  # data and gradient edges; pairing adds the rest
-    ops = pair_and_layer(path, graph)
-    trace = Trace.build(path, FORMAT, ops, tensors.values(), abilities=ABILITIES, graph=graph)
+    ops = pair_and_layer(path, ops, tensors)
+    trace = Trace.build(path, FORMAT, ops, tensors.values(), abilities=ABILITIES)
     cycle = trace.find_forward_cycle()
     if cycle:
         first = min((trace.op(o) for o in cycle), key=lambda op: op.line)

@@ -1,16 +1,9 @@
-"""Pairing a Chainer dump's backward records with their forward records, on its graph.
+"""Pairing a Chainer dump's backward records with their forward records.
 
 A backward record names its function's class and generation (Chainer's ``rank``) and the
 arrays it reads and writes; its partner is the forward record of the same class and
 generation that consumed its outputs and created its upstream gradients. The backward
 record takes its partner's layer.
-
-The pairing reads the dump's :class:`~tracecli.model.graph.TraceGraph` (the parser builds
-it from the records before pairing: data and gradient edges) through its adjacency: an
-array's creator is its forward ``DATA`` predecessor, the forward records reading an array
-are its ``DATA`` successors, and "its outputs are the forward record's inputs" is an edge
-lookup. Each pair becomes a ``BACKWARD_OF`` edge and the paired record on the backward
-op's node.
 """
 
 from __future__ import annotations
@@ -19,64 +12,67 @@ from collections import defaultdict
 from typing import Optional
 
 from ..errors import TraceFormatError
-from ..model import Op, OpKind
+from ..model import Op, OpKind, Tensor
 
 __all__ = ["pair_and_layer"]
 
 
-def pair_and_layer(path: str, graph: "TraceGraph") -> list[Op]:  # noqa: F821
-    """Link each backward record of ``graph`` to its forward record, whose layer it takes:
-    adds the ``BACKWARD_OF`` edges and puts the paired records on the graph's nodes.
-    Returns the op records in file order."""
-    ops = graph.ops()
+def pair_and_layer(path: str, ops: list[Op], tensors: dict[str, Tensor]) -> list[Op]:
+    """Link each backward record to its forward record, whose layer it takes."""
+    producer: dict[str, Op] = {}
     forward = OpKind.FORWARD
-    creator, has_edge = graph.creator, graph.has_edge
-    for op in ops:  # each array has one creator: its first DATA predecessor is this op
+    for op in ops:
         if op.kind is not forward:
             continue
-        outputs = op.outputs
-        repeats = len(outputs) > 1 and len(set(outputs)) < len(outputs)
-        for k, tid in enumerate(outputs):
-            first = creator(tid)
-            if first is op and not (repeats and tid in outputs[:k]):
-                continue  # (an array listed twice by one record: that record came first)
-            raise TraceFormatError(
-                f"tensor {tid[1:]} is produced by two forward records "
-                f"(the first on line {first.line}); each array has one creator", path=path, line=op.line,
-            )
+        for tid in op.outputs:
+            if tid in producer:
+                raise TraceFormatError(
+                    f"tensor {tid[1:]} is produced by two forward records "
+                    f"(the first on line {producer[tid].line}); each array has one creator", path=path, line=op.line,
+                )
+            producer[tid] = op
 
-    def fits(f: Op, op: Op, grads: list[str]) -> bool:
+    def fits(f: Op, op: Op, outs: set[str], grads: set[str]) -> bool:
         if f.name != op.name or f.generation != op.generation:
             return False
-        fid = f.id
-        return all(has_edge(t, fid) for t in op.outputs) and all(has_edge(fid, t) for t in grads)
+        if len(f.inputs) + len(f.outputs) <= 16:  # small records: no sets to build
+            return all(t in f.inputs for t in outs) and all(t in f.outputs for t in grads)
+        return outs <= set(f.inputs) and grads <= set(f.outputs)
 
     # A backward record's partner is the forward record of its class and rank that consumed
     # its outputs and created its upstream gradients. Each array has one creator, so the
     # creator of a gradient input is the only candidate: linear, however many records share
-    # a class and rank. Records without a gradient input (rare) search the forward readers
-    # of an input they produced a gradient for, or all records of their class and rank.
+    # a class and rank. Records without a gradient input (rare) search by an input they
+    # produced a gradient for, or among all records of their class and rank.
+    by_input: Optional[dict[tuple[str, int, str], list[Op]]] = None
     by_key: Optional[dict[tuple[str, int], list[Op]]] = None
-    paired: set[str] = set()
+    paired: dict[str, Op] = {}
     result = []
     for op in ops:
         if op.kind is forward:
             result.append(op)
             continue
-        grads = [tid for tid, role in zip(op.inputs, op.input_roles) if role == "gradient"]
+        grads = {tid for tid, role in zip(op.inputs, op.input_roles) if role == "gradient"}
+        outs = set(op.outputs)
         if grads:
-            found = creator(min(grads))
-            candidates = [found] if found is not None and fits(found, op, grads) else []
+            creator = producer.get(min(grads))
+            candidates = [creator] if creator is not None and fits(creator, op, outs, grads) else []
         elif op.outputs:
-            candidates = [f for f in graph.consumers(op.outputs[0])
-                          if f.kind is forward and fits(f, op, grads)]
+            if by_input is None:
+                by_input = defaultdict(list)
+                for f in ops:
+                    if f.kind is forward:
+                        for tid in dict.fromkeys(f.inputs):
+                            by_input[(f.name, f.generation, tid)].append(f)
+            candidates = [f for f in by_input.get((op.name, op.generation, op.outputs[0]), ())
+                          if fits(f, op, outs, grads)]
         else:
             if by_key is None:
                 by_key = defaultdict(list)
                 for f in ops:
                     if f.kind is forward:
                         by_key[(f.name, f.generation)].append(f)
-            candidates = [f for f in by_key.get((op.name, op.generation), ()) if fits(f, op, grads)]
+            candidates = [f for f in by_key.get((op.name, op.generation), ()) if fits(f, op, outs, grads)]
         if not candidates:
             raise TraceFormatError(
                 f"backward {op.name} (rank {op.generation}) has no forward record "
@@ -90,9 +86,7 @@ def pair_and_layer(path: str, graph: "TraceGraph") -> list[Op]:  # noqa: F821
                 f"{op.generation}) on line {candidates[0].line}; each forward record has one", path=path, line=op.line,
             )
         partner = free[0]
-        paired.add(partner.id)
-        op = Op(op.id, op.kind, op.name, op.line, op.position, partner.layer, op.generation,
-                op.attrs, op.inputs, op.input_roles, op.outputs, partner.id)
-        graph.pair(op)
-        result.append(op)
+        paired[partner.id] = op
+        result.append(Op(op.id, op.kind, op.name, op.line, op.position, partner.layer, op.generation,
+                         op.attrs, op.inputs, op.input_roles, op.outputs, partner.id))
     return result

@@ -4,17 +4,17 @@
 (:func:`op_edges`), then the trace's inferred edges, the same lists the exports stream. A
 library user gets it in one call: ``tracecli.load_trace(path).graph``.
 
-The analyses (readiness, the backward/forward pairing, sizes, shapes) read the records,
-through plain-dict indexes (:class:`~tracecli.model.Trace`), and the graph is built on first
-use of ``Trace.graph``. Measured with ``benchmarks/parse_scale.py`` (2 shared cores, best
-of 3; issue 22 item 7): ``inspect --json`` takes 2.5 s on the 100,000-op Chainer dump and
-2.9 s on the 500,000-line op list, against a target of 3 s. Building the graph in that
-main path, as analyses that read it need, costs 1.2 s and 0.4 s more on those inputs
-without and 1.5 s and 2.6 s more with networkx's own ``add_edges_from``: ``inspect`` takes
-3.7 s and 4.8-5.5 s. With the Chainer pairing and the autograd replay also reading the
-graph's adjacency (each relation a scan of a node's edges where the records give a tuple)
-the dump took 4.0 s. So the graph stays out of the main path, and
-``parse_scale.py``'s ``+graph`` rows measure it again.
+The analyses (readiness, the Chainer backward/forward pairing, sizes, shapes) read the
+records, through plain-dict indexes (:class:`~tracecli.model.Trace`), and the graph is
+built on first use of ``Trace.graph``, because building it in ``inspect``'s main path
+takes ``inspect --json`` past its target of 3 s. Measured with ``benchmarks/parse_scale.py``
+(2 shared cores, best of 3, issue 22 item 7): on the 100,000-op Chainer dump 2.4 s
+without the graph, 3.2 s with it built as the trace is loaded (3.6 s with networkx's
+``add_edges_from``), and 4.0 s when the pairing and the autograd replay also read the
+graph's adjacency instead of the records (each relation a scan of a node's edges where a
+record holds a tuple); on the 500,000-line op list 2.8 s without, 4.8 s with it. The
+``+graph`` rows of ``parse_scale.py`` measure it again; the tests check that the records'
+pairing and replay agree with the graph (``tests/test_graph_build.py``).
 
 networkx costs a tenth of a second to import, so it is imported when the first graph is
 built. This module is the only place that knows networkx.
@@ -86,8 +86,9 @@ def graph_of(tensors: Iterable[Any], ops: Sequence[Op], collectives: Iterable[An
     unknown end becomes a node without attributes, as ``add_edges_from`` does).
 
     The graph is networkx's own dict of dicts, filled directly and handed to the graph
-    whole (networkx's views support setting ``_node``, ``_succ``, ``_pred``): a quarter of
-    the time of ``add_edges_from`` on 450,000 edges.
+    whole (networkx's views support setting ``_node``, ``_succ``, ``_pred``): the same
+    graph, nodes and edges in the same order, as ``add_nodes_from``/``add_edges_from``
+    build, in a quarter of their time on 450,000 edges.
     """
     node: dict[str, dict] = {}
     succ: dict[str, dict] = {}

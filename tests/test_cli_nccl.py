@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import pytest
@@ -11,6 +12,9 @@ from tracecli.costs.nccl.model import NcclModel
 from tracecli.costs.nccl.nccl_tests import read_nccl_tests
 from tracecli.costs.nccl.tuning import ALGOS, PROTOS
 from tracecli.model import CollectiveKind as K
+
+needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                                 reason="replay and calibrate need torch (the replay extra)")
 
 NCCL = FIXTURES / "nccl"
 GH200 = NCCL / "cscs_gh200_2x1_all_reduce_perf.txt"  # all_reduce_perf, 2 nodes x 1 GPU, NCCL 2.30.7
@@ -63,6 +67,7 @@ def test_the_flat_model_keeps_its_header_and_has_no_algorithm_column():
     assert all("algorithm" not in b for b in doc["buckets"])
 
 
+@needs_torch
 def test_the_plan_file_carries_the_algorithm_and_replays(tmp_path):
     plan = tmp_path / "plan.json"
     ok("plan-buckets", VGG, "--gpus-per-node", "4", "--out", plan)
@@ -225,6 +230,7 @@ def test_calibration_and_nccl_tests_are_one_source_or_the_other(tmp_path):
 
 # --- calibrate, and the NCCL version by default ----------------------------------------------
 
+@needs_torch
 def test_calibrate_shows_nccl_s_model_beside_each_measured_size():
     doc = jdoc("calibrate", "--gpus-per-node", "2", "--points", "5", "--max-size", "4MiB",
                "--iters", "3", "--warmup", "1", "--nccl", "2.30.7")  # as test_replay's calibrate

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 
@@ -10,6 +11,9 @@ import pytest
 from tracecli.cli import outfile
 
 from conftest import FIXTURES, RESNET, VGG, assert_error, run
+
+needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                                 reason="replay and calibrate need torch (the replay extra)")
 
 MLP = FIXTURES / "mlp_chainer.txt"
 
@@ -115,6 +119,7 @@ def test_dev_zero_stops_at_once():
     assert_error(run("plan-buckets", VGG, "--op-times", "/dev/zero"), "/dev/zero", "binary")
 
 
+@needs_torch
 def test_ignored_inputs_are_said(tmp_path):
     plan = tmp_path / "plan.json"
     assert run("plan-buckets", MLP, "--out", plan).exit_code == 0

@@ -8,6 +8,7 @@ without a tensor, and DDP all-reduces zeros in its place (torch's answers beside
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 
 import pytest
@@ -18,6 +19,9 @@ from tracecli.pipeline import ComputeRequest, CostRequest, plan_trace
 
 from conftest import run
 from test_kineto import KINETO, answers, ddp_options, torch_buckets, torch_sizes
+
+needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                                 reason="replay and calibrate need torch (the replay extra)")
 
 CASE = "fused_embed"
 
@@ -52,6 +56,7 @@ def test_plans_the_known_gradients_and_says_which_were_left_out(lone, args):
     assert "--sizes FILE" in result.stderr
 
 
+@needs_torch
 def test_replay_dry_run_says_which_were_left_out(lone):
     result = run("replay", lone, "--dry-run", "--gpus", "2")
     assert result.exit_code == 0, result.output

@@ -3,6 +3,7 @@ describes, and each thing it checks is a PlanError naming ``path:line`` and what
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import pytest
@@ -11,6 +12,9 @@ from tracecli.errors import PlanError
 from tracecli.planning.planfile import load_plan_file
 
 from conftest import FIXTURES, VGG, assert_error, run
+
+needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                                 reason="replay and calibrate need torch (the replay extra)")
 
 SPARSE = FIXTURES / "sparse" / "embed_horovod.txt"
 
@@ -165,6 +169,7 @@ def test_replay_reports_a_bad_plan_file_in_one_line(tmp_path, mlp_plan):
                  "plan-buckets --out")
 
 
+@needs_torch
 def test_replay_of_a_plan_file_carries_its_options(tmp_path):
     """replay --json has the plan's own keys and values (issue 17 item 11): max_bytes, the
     options, and the settings that reproduce it, not the command line's defaults."""

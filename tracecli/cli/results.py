@@ -131,6 +131,10 @@ class PlanResult(Result):
         return self.plan_text
 
     def view(self, top=None):
+        if self.plan.fsdp is not None:
+            from ..render.fsdp import fsdp_plan_view
+
+            return fsdp_plan_view(self.plan, top)
         from ..render.plans import plan_view
 
         return plan_view(self.plan, top)
@@ -178,6 +182,10 @@ class DryRunResult(Result):
         return jsonout.dumps(self.plan.to_json())
 
     def view(self, top=None):
+        if self.plan.fsdp is not None:
+            from ..render.fsdp import fsdp_plan_view
+
+            return fsdp_plan_view(self.plan, top)
         from ..render.plans import plan_view
 
         return plan_view(self.plan, top)

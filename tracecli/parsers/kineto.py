@@ -31,6 +31,8 @@ from ..model import (
 )
 from .kineto_collectives import collectives, launched_by, launches, pair_runs
 from .kineto_events import Event, KinetoEvents, torch_dtype
+from .kineto_fsdp import fsdp_run
+from .kineto_fsdp1 import name_units
 from .kineto_threads import (
     ACCUMULATE, EVALUATE, STEP_PREFIX, Step, Thread, ancestor_indices, backward_window, find_steps,
     in_window,
@@ -283,19 +285,24 @@ def build(path: str, ev: KinetoEvents, step_wanted: Optional[int] = None,
     grads = _gradient_events(threads, step)
     tensors = _gradient_tensors(path, [t.events[i] for t, i in grads])
     note = None
-    if variables is not None:
-        tensors, note = name_gradients(tensors, variables, sizes_path or "the sidecar")
-        if variables and all(t.index is None for t in tensors) and any(t.shape is not None for t in tensors):
-            raise SizesError(f"no parameter matches a gradient of {path} by shape "
-                             "and dtype; pass the sidecar of this model with --sizes", path=sizes_path, line=1)
     ops, where = _ops(threads, step, grads)
     ops = _pair_forward_backward(ops, where, threads, ev.flows)
     issued = launches(threads)
     pair_runs(issued, ev, threads)
     ran = launched_by(collectives(issued, steps, threads), ops, step)
+    world = _world(ev.top)
+    fsdp = fsdp_run(path, threads, step, issued, ran, grads, [t.elements for t in tensors],
+                    world.get("world_size"))
+    if variables is not None:
+        tensors, note = name_gradients(tensors, variables, sizes_path or "the sidecar")
+        # FSDP1 accumulates flat parameters, FSDP2 with param_dtype low-precision gradients:
+        # the sidecar names FSDP's units instead (name_units)
+        if variables and all(t.index is None for t in tensors) and any(
+                t.shape is not None for t in tensors) and fsdp is None:
+            raise SizesError(f"no parameter matches a gradient of {path} by shape "
+                             "and dtype; pass the sidecar of this model with --sizes", path=sizes_path, line=1)
     window = backward_window(threads, step)
     updates = [op.dur_ms for op in ops if op.kind is OpKind.UPDATE]
-    world = _world(ev.top)
     info = StepInfo(
         step.label, step.index, (step.end - step.ts) / 1000.0,
         None if window is None else (window[0] - step.ts) / 1000.0,
@@ -323,9 +330,14 @@ def build(path: str, ev: KinetoEvents, step_wanted: Optional[int] = None,
     elif tensors and shapes:
         notes.append("names: position and shape; pass the parameter sidecar with --sizes FILE "
                      "(see the README) for the model's own names")
+    if fsdp is not None and fsdp.system == "fsdp1" and variables:
+        fsdp = name_units(fsdp, variables, sizes_path or "the sidecar")
+    if fsdp is not None:
+        notes.append(f"{fsdp.system}: {len(fsdp.units)} units, {len(fsdp.comms)} collectives "
+                     "FSDP issued in this step" + "".join(f"; {n}" for n in fsdp.notes))
     meta = TraceMeta(rank=world.get("rank"), world_size=world.get("world_size"),
                      backend=world.get("backend"), notes=tuple(notes), record_shapes=shapes,
-                     sizes=sizes_path if variables is not None else None)
+                     sizes=sizes_path if variables is not None else None, fsdp=fsdp)
     abilities = Abilities(ReadinessMethod.RECORDED, ComputeSource.MEASURED, VariableOrder.INDEX,
                           f"recorded: a gradient is ready when its AccumulateGrad ends ({step.label})",
                           sizes_hint=f"{len(unrecorded)} of {len(tensors)} gradients have "

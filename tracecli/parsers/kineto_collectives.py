@@ -73,8 +73,10 @@ class Launch:
             self.elements = args.get("In msg nelems")
             self.dtype = torch_dtype(args.get("dtype"))
             self.group_size = args.get("Group size")
-        else:  # a reduce-scatter's size is its whole input, its second argument
-            self.elements, self.dtype = sized(args, 1 if kind is CollectiveKind.REDUCE_SCATTER else 0)
+        else:  # a reduce-scatter's size is its whole input, its second argument; so is a
+            # list all-gather's (c10d::allgather_(outputs, inputs): the outputs go unrecorded)
+            second = kind is CollectiveKind.REDUCE_SCATTER or e.name == "c10d::allgather_"
+            self.elements, self.dtype = sized(args, 1 if second else 0)
         if self.elements is None or self.dtype is None:  # pre-2.2: on an op inside it
             for j in range(i + 1, len(thread.events)):
                 inner = thread.events[j]
@@ -182,6 +184,10 @@ def pair_runs(launches: list[Launch], ev: KinetoEvents, threads: dict[Any, Threa
         if l.run is not None:
             continue
         keys = [(l.kind, l.elements), (l.kind, None)]
+        if l.kind is CollectiveKind.ALL_GATHER and l.event.name == "c10d::_allgather_base_":
+            share = sized(l.event.args or {}, 1)[0]  # gloo's annotation names the input
+            if share is not None:
+                keys.insert(1, (l.kind, share))
         if l.kind is CollectiveKind.REDUCE_SCATTER:  # gloo runs one as an all-reduce of the
             keys.append((CollectiveKind.ALL_REDUCE, l.elements))  # whole input (gloo:all_reduce)
         for key in keys:

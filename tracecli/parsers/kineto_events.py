@@ -2,7 +2,8 @@
 
 Reads ``export_chrome_trace`` output as a stream (see :mod:`._jsonstream`) and keeps, as
 small records, only what the analyses need: host ops and annotations (``cpu_op``,
-``user_annotation``), collective kernels (``nccl*``), the CUDA runtime calls that launch
+``user_annotation``; the shapes of collectives, of gradient accumulation and of FSDP's own
+``fsdp::`` ops), collective kernels (``nccl*``), the CUDA runtime calls that launch
 them (to pair a kernel with its host op), and ``fwdbwd`` flows. Every kept event is checked
 where it is read: ``ts`` and ``dur`` finite, non-negative numbers, ``Input Dims`` lists of
 non-negative integers; a bad one is reported at its line.
@@ -130,7 +131,7 @@ def _kept_args(name: str, args: Any, path: str, line: int) -> Optional[dict]:
         if args is None:
             return None
         raise TraceFormatError("\"args\" must be an object", path=path, line=line)
-    if "Collective name" in args or name.startswith(("c10d::", "gloo:", "nccl:")) \
+    if "Collective name" in args or name.startswith(("c10d::", "gloo:", "nccl:", "fsdp::")) \
             or name == "record_param_comms" \
             or "AccumulateGrad" in name:
         kept = {k: args[k] for k in COMM_ARGS + _SHAPE_ARGS if k in args}

@@ -35,6 +35,7 @@ class BucketPlan:
     settings: dict[str, Any]
     notes: tuple[str, ...] = ()  # what the reader must know (unmatched buckets, ...)
     measured: bool = False  # the timeline was measured (the as-run plan), not predicted
+    fsdp: Any = None  # a sharded (FSDP) plan's units, settings and memory (planning.fsdp)
 
     @property
     def buckets(self):

@@ -156,6 +156,8 @@ def _recorded(trace: Trace) -> dict:
              "end_ms": c.end_ms, "purpose": c.purpose.value, "group_size": c.group_size}
             for c in trace.collectives()
         ]
+    if trace.meta.fsdp is not None:
+        extra["fsdp"] = trace.meta.fsdp.to_json()
     return extra
 
 

@@ -342,7 +342,7 @@ def build(path: str, ev: KinetoEvents, step_wanted: Optional[int] = None,
                           f"recorded: a gradient is ready when its AccumulateGrad ends ({step.label})",
                           sizes_hint=f"{len(unrecorded)} of {len(tensors)} gradients have "
                           f"no recorded shape: {_UNDEFINED}" if unrecorded else SIZES_HINT,
-                          framework="pytorch")
+                          framework=f"pytorch-{fsdp.system}" if fsdp is not None else "pytorch")
     return Trace.build(path, FORMAT, ops, tensors, _thread_order(ops, where), meta, abilities,
                        ran, info)
 

@@ -159,9 +159,9 @@ def attribute2(path: str, labels: list[Label], launches: list, grads: list,
         if l.what == "all_gather":
             copy_in = [e for e in inside if e.name == "fsdp::all_gather_copy_in"]
             numels = _dims0(copy_in[0]) if copy_in else None
-            if numels is not None:
-                layouts.setdefault(l.unit, [None, None])[0] = tuple(
-                    _numel(d) for d in numels)
+            layout = layouts.setdefault(l.unit, [None, None])
+            if numels is not None and layout[0] is None:  # the first: on the shard group
+                layout[0] = tuple(_numel(d) for d in numels)
         elif l.what == "post_backward_reduce":
             cat = [e for e in inside if e.name == "fsdp::chunk_cat"]
             shapes = _dims0(cat[0]) if cat else None

@@ -136,8 +136,9 @@ class _Engine:
             self.waits[-1].append(k)
         self.state[u] = "unsharded"
 
-    def _reduce(self, u: str, by: str) -> Optional[int]:
-        """The unit's reduce-scatter (and HSDP all-reduce), from its unsharded gradients."""
+    def _reduce(self, u: str, by: str, after_rs: Optional[int] = None) -> Optional[int]:
+        """The unit's reduce-scatter (and HSDP all-reduce), from its unsharded gradients;
+        ``after_rs``: the reduce-scatter whose buffer its copy-in waits for."""
         rs = self.sizes[u][1]
         s = self.s
         if rs == 0:
@@ -147,7 +148,8 @@ class _Engine:
         k = None
         after = len(self.spans)
         if s.shard > 1:
-            k = self._issue(RS, BACKWARD, u, rs, s.reduce_dtype, s.shard, "post_backward", by, after)
+            k = self._issue(RS, BACKWARD, u, rs, s.reduce_dtype, s.shard, "post_backward", by,
+                            after, after_rs)
         if s.replicate > 1:
             self._issue(AR, BACKWARD, u, rs // s.shard, s.reduce_dtype, s.replicate,
                         "post_backward", by, after, k)
@@ -227,7 +229,7 @@ class _Fsdp2(_Engine):
         self.training[u] = "post_backward"
         if self.last_rs is not None:
             self.waits[-1].append(self.last_rs)  # rs_wait: the buffer before is reused
-        k = self._reduce(u, u)
+        k = self._reduce(u, u, self.last_rs)
         if k is not None:
             self.last_rs = k
         self.state[u] = "sharded"

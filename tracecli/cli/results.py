@@ -166,9 +166,11 @@ class CompareResult(PlanResult):
         return compare_view(self.planned.rows, self.plan)
 
     def lines(self):
+        from ..render.fsdp import advice_lines
         from ..render.plans import compare_advice
 
-        return compare_advice(self.planned.rows, self.planned.trace.abilities.framework)
+        return compare_advice(self.planned.rows, self.planned.trace.abilities.framework) + \
+            advice_lines(self.planned.rows)
 
 
 class DryRunResult(Result):

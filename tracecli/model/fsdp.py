@@ -151,6 +151,10 @@ class FsdpRun(NamedTuple):
     update_ms: float = 0.0
     notes: tuple[str, ...] = ()
     named_by: str = "labels"  # where unit names come from: labels, order, sidecar
+    # The step's compute with FSDP's own time left out, as the compute profile takes it:
+    # forward, and each backward op's (op id, ms).
+    forward_ms: float = 0.0
+    op_ms: tuple[tuple[str, float], ...] = ()
 
     def unit(self, name: str) -> FsdpUnit:
         return next(u for u in self.units if u.name == name)

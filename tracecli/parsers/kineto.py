@@ -292,7 +292,7 @@ def build(path: str, ev: KinetoEvents, step_wanted: Optional[int] = None,
     ran = launched_by(collectives(issued, steps, threads), ops, step)
     world = _world(ev.top)
     fsdp = fsdp_run(path, threads, step, issued, ran, grads, [t.elements for t in tensors],
-                    world.get("world_size"))
+                    world.get("world_size"), where)
     if variables is not None:
         tensors, note = name_gradients(tensors, variables, sizes_path or "the sidecar")
         # FSDP1 accumulates flat parameters, FSDP2 with param_dtype low-precision gradients:

@@ -25,8 +25,9 @@ __all__ = ["fsdp_run"]
 
 
 def fsdp_run(path: str, threads: dict, step, launches: list, ran: list, grads: list,
-             grad_numels: list, world: Optional[int]) -> Optional[FsdpRun]:
-    """The FSDP run of ``step``, or ``None`` when the step has no FSDP label."""
+             grad_numels: list, world: Optional[int], where: dict) -> Optional[FsdpRun]:
+    """The FSDP run of ``step``, or ``None`` when the step has no FSDP label; ``where``
+    maps each op's event (``(id(thread), index)``) to its op id."""
     labels = []
     for thread, i in in_window(threads, step):
         e = thread.events[i]
@@ -61,9 +62,20 @@ def fsdp_run(path: str, threads: dict, step, launches: list, ran: list, grads: l
     if fsdp1:
         notes = ("FSDP1's labels name no module: its units are named root, unit1, unit2, ... in "
                  "forward order",)
+    program, node_ms = _program(threads, step, labels, attr)
+    op_ms = []
+    for (thread_id, i), op_id in where.items():
+        ms = node_ms.get((thread_id, i))
+        if ms is None:  # a gradient's accumulation: its node's time
+            parent = next((t.parent[i] for t in threads.values() if id(t) == thread_id), -1)
+            ms = node_ms.get((thread_id, parent))
+        if ms is not None:
+            op_ms.append((op_id, ms))
+    forward = sum(ms for (thread_id, i), ms in node_ms.items() if thread_id == -1)
     return FsdpRun(attr.system, step.index, world, shard, replicate, units, tuple(comms),
-                   _program(threads, step, labels, attr), 0.0, notes,
-                   "order" if fsdp1 else "labels")
+                   program, 0.0, notes, "order" if fsdp1 else "labels", forward,
+                   tuple(sorted(op_ms, key=lambda x: int(x[0][2:]) if x[0][2:].isdigit() else 0)))
+
 
 
 def _comm(found, world: int, step, ids: dict) -> FsdpComm:
@@ -117,8 +129,9 @@ def _unit(name: str, parent: Optional[str], attr, comms: list[FsdpComm]) -> Fsdp
                     backward[0].group_size if backward else None)
 
 
-def _program(threads: dict, step, labels: list[Label], attr) -> tuple[FsdpMark, ...]:
-    """The step's compute and hooks, in the order they ran (see the module's docstring)."""
+def _program(threads: dict, step, labels: list[Label], attr) -> tuple[tuple[FsdpMark, ...], dict]:
+    """The step's compute and hooks, in the order they ran (see the module's docstring),
+    and each autograd node's compute (ms) by its place."""
     t0, hooks = step.ts, attr.hooks
     at: dict[tuple[int, int], Label] = {(id(l.thread), l.i): l for l in labels}
     items: list[tuple[tuple, str, str, float]] = []  # (key, kind, unit, ms)
@@ -130,15 +143,21 @@ def _program(threads: dict, step, labels: list[Label], attr) -> tuple[FsdpMark, 
             backward.append((thread, i))
     start = min((t.events[i].ts for t, i in backward), default=step.end)
     inside: set[int] = set()
+    node_ms: dict[tuple[int, int], float] = {}
     for thread, i in backward:
-        items.extend(_node(thread, i, at, hooks, attr.marks, inside))
+        found = _node(thread, i, at, hooks, attr.marks, inside)
+        node_ms[(id(thread), i)] = found[0][3] / 1000.0
+        items.extend(found)
     main = threads[step.tid]
+    forward = 0.0
     for i in main.within(step.ts, start):
         e = main.events[i]
         chain = list(main.ancestors(i))
         if e.cat == "cpu_op" and all(a.cat == "user_annotation" and id(a) not in hooks
                                      and not a.name.startswith("Optimizer.") for a in chain):
             items.append(((e.ts, 1, 0), "compute", "", e.dur))
+            forward += e.dur
+    node_ms[(-1, 0)] = forward / 1000.0  # forward, all of it
     for l in labels:
         mark = attr.marks.get(id(l.event))
         if mark is not None and id(l.event) not in inside:
@@ -151,7 +170,7 @@ def _program(threads: dict, step, labels: list[Label], attr) -> tuple[FsdpMark, 
             program[-1] = program[-1]._replace(ms=program[-1].ms + ms)
         else:
             program.append(FsdpMark(kind, unit, ms, (key[0] - t0) / 1000.0))
-    return tuple(program)
+    return tuple(program), node_ms
 
 
 def _node(thread, i: int, at: dict, hooks: set, marks: dict, inside: set) -> list:

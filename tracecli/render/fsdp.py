@@ -12,7 +12,7 @@ from ..model.fsdp import FsdpRun, contract_name
 from ..units import format_size
 from .tables import add_rows, format_ms, new_table, truncated, value_columns
 
-__all__ = ["run_view", "fsdp_plan_view"]
+__all__ = ["run_view", "fsdp_plan_view", "advice_lines"]
 
 
 def _n(value: Optional[int]) -> str:
@@ -76,3 +76,25 @@ def fsdp_plan_view(plan, top: Optional[int] = None) -> Group:
         parts.append(Text(f"memory per rank (parameters and gradients): {format_size(memory.sharded)} "
                           f"sharded, {format_size(memory.peak)} at peak"))
     return Group(*parts)
+
+
+def advice_lines(rows) -> list[str]:
+    """FSDP's verdicts of a comparison (``--compare`` on an FSDP run), whole lines."""
+    import textwrap
+
+    lines = []
+    for r in rows:
+        a = r.plan.fsdp.advice if r.plan.fsdp is not None else None
+        if a is None:
+            continue
+        title = "PyTorch " + a.framework.split("-", 1)[-1].upper()
+        budget = f" (budget {a.budget_gib:g} GiB)" if a.budget_gib is not None else ""
+        head = (f"{title} tuned: {format_ms(a.best_ms)} ms, {format_size(a.best_peak_bytes)} per "
+                f"GPU of parameters and gradients; its defaults {format_ms(a.default_ms)} ms, "
+                f"{format_size(a.default_peak_bytes)}{budget}; DDP would hold "
+                f"{format_size(a.ddp_bytes)}.")
+        lines += textwrap.wrap(head, 80, subsequent_indent="  ")
+        verdict = "Set:" if a.verdict == "set" else "Keep the defaults:"
+        lines += textwrap.wrap(f"{verdict} {a.why}.", 80, subsequent_indent="  ")
+        lines += [f"  {line}" for line in a.paste]
+    return lines

@@ -73,6 +73,7 @@ class Details(NamedTuple):
     memory: Optional[Memory] = None
     settings: dict = {}
     paste: tuple[str, ...] = ()
+    advice: Any = None  # the tuned plan's FsdpAdvice (--compare)
 
     @classmethod
     def of_run(cls, f: FsdpInput) -> "Details":
@@ -96,4 +97,6 @@ class Details(NamedTuple):
             doc["settings"] = dict(self.settings)
         if self.paste:
             doc["paste"] = list(self.paste)
+        if self.advice is not None:
+            doc["advice"] = self.advice.to_json()
         return doc

@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Iterator
 
 from ...errors import PlanError
+from ...units import format_size
 
 __all__ = ["compare_rows", "candidates", "torch_defaults", "GIB"]
 
@@ -63,6 +64,7 @@ def _fits(plan, budget) -> bool:
 def compare_rows(system: str, inp, options, cost) -> list[tuple[str, object]]:
     """``[("<system> tuned", plan), ("<system> default", plan)]``."""
     from ..plan import make_plan
+    from .advice import fsdp_advice
 
     budget = options.memory_gib
     plans = []
@@ -75,8 +77,10 @@ def compare_rows(system: str, inp, options, cost) -> list[tuple[str, object]]:
     if not fitting:
         least = min((p.fsdp.memory.peak for p in plans), default=0)
         raise PlanError(f"no {system} wrapping, resharding or prefetch tried fits --memory-gib "
-                        f"{budget:g}: the least any needs is {least / GIB:.3f} GiB per GPU of "
+                        f"{budget:g}: the least any needs is {format_size(least)} per GPU of "
                         "parameters and gradients; raise the budget or add GPUs (--gpus)")
     best = min(fitting, key=lambda p: (round(p.timeline.iteration_ms, 9), p.fsdp.memory.peak))
     default = make_plan(inp, system, torch_defaults(system, options), cost)
+    advice = fsdp_advice(system, best, default, budget)
+    best = replace(best, fsdp=best.fsdp._replace(advice=advice))
     return [(f"{system} tuned", best), (f"{system} default", default)]

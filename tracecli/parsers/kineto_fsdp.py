@@ -57,18 +57,25 @@ def fsdp_run(path: str, threads: dict, step, launches: list, ran: list, grads: l
     replicate = world // shard if any(c.kind is CollectiveKind.ALL_REDUCE for c in comms) else 1
     comms = [c._replace(group_size=replicate) if c.kind is CollectiveKind.ALL_REDUCE else c
              for c in comms]
-    units = tuple(_unit(name, parent, attr, comms) for name, parent in attr.units)
+    by_unit: dict[str, list[FsdpComm]] = {}
+    for c in comms:
+        by_unit.setdefault(c.unit, []).append(c)
+    grads_of: dict[str, list[str]] = {}
+    for k, u in sorted(attr.gradient_unit.items()):
+        grads_of.setdefault(u, []).append(f"g{k}")
+    units = tuple(_unit(name, parent, attr, by_unit.get(name, []), grads_of.get(name, []))
+                  for name, parent in attr.units)
     notes = ()
     if fsdp1:
         notes = ("FSDP1's labels name no module: its units are named root, unit1, unit2, ... in "
                  "forward order",)
     program, node_ms = _program(threads, step, labels, attr)
     op_ms = []
+    thread_of = {id(t): t for t in threads.values()}
     for (thread_id, i), op_id in where.items():
         ms = node_ms.get((thread_id, i))
         if ms is None:  # a gradient's accumulation: its node's time
-            parent = next((t.parent[i] for t in threads.values() if id(t) == thread_id), -1)
-            ms = node_ms.get((thread_id, parent))
+            ms = node_ms.get((thread_id, thread_of[thread_id].parent[i]))
         if ms is not None:
             op_ms.append((op_id, ms))
     forward = sum(ms for (thread_id, i), ms in node_ms.items() if thread_id == -1)
@@ -115,14 +122,13 @@ def _numel(shape) -> int:
     return n
 
 
-def _unit(name: str, parent: Optional[str], attr, comms: list[FsdpComm]) -> FsdpUnit:
+def _unit(name: str, parent: Optional[str], attr, mine: list[FsdpComm],
+          gradients: list[str]) -> FsdpUnit:
     numels, shapes = attr.layouts.get(name, (None, None))
-    mine = [c for c in comms if c.unit == name]
     gathers = [c for c in mine if c.kind is CollectiveKind.ALL_GATHER]
     reduces = [c for c in mine if c.kind is not CollectiveKind.ALL_GATHER]
     backward = [c for c in gathers if c.phase == "backward"]
-    grads = tuple(f"g{k}" for k, u in sorted(attr.gradient_unit.items()) if u == name)
-    return FsdpUnit(name, parent, numels or (), shapes or (), grads, name in attr.deferred,
+    return FsdpUnit(name, parent, numels or (), shapes or (), tuple(gradients), name in attr.deferred,
                     attr.explicit_forward.get(name), attr.explicit_backward.get(name),
                     gathers[0].dtype if gathers else None,
                     reduces[0].dtype if reduces else None,

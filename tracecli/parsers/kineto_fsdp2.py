@@ -168,15 +168,31 @@ def attribute2(path: str, labels: list[Label], launches: list, grads: list,
             if shapes is not None:
                 layouts.setdefault(l.unit, [None, None])[1] = tuple(tuple(d) for d in shapes)
     _check_pairs(path, labels, comms, world)
-    gradient_unit = {}
-    for k, (thread, i) in enumerate(grads):
-        ts = thread.events[i].ts
-        inside = [(w[0], u) for u, w in windows.items() if w[0] <= ts <= w[1]]
-        gradient_unit[k] = max(inside)[1] if inside else ROOT
+    gradient_unit = _innermost(windows, [thread.events[i].ts for thread, i in grads])
     return Attribution("fsdp2", marks, hooks, comms, units,
                        {u: tuple(v) for u, v in fwd_lists.items()},
                        {u: tuple(v) for u, v in bwd_lists.items()},
                        {u: (v[0], v[1]) for u, v in layouts.items()}, gradient_unit, deferred)
+
+
+def _innermost(windows: dict[str, list[float]], times: list[float]) -> dict[int, str]:
+    """Each time's unit: the latest-starting backward window holding it (the root's when
+    none does), by one sweep over the windows and times in order."""
+    points = [(w[0], 0, u) for u, w in windows.items()] + \
+        [(t, 1, k) for k, t in enumerate(times)]
+    points.sort(key=lambda p: (p[0], p[1]))
+    ends = {u: w[1] for u, w in windows.items()}
+    active: list[str] = []
+    out: dict[int, str] = {}
+    for t, what, item in points:
+        if what == 0:
+            active.append(item)
+            continue
+        while active and ends[active[-1]] < t:
+            active.pop()
+        live = [u for u in active if ends[u] >= t]
+        out[item] = live[-1] if live else ROOT
+    return out
 
 
 def unsharded_elements(launch, world: int) -> Optional[int]:

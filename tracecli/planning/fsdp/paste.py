@@ -63,11 +63,12 @@ def fsdp2_paste(setup: Setup, run_param: Optional[str], run_reduce: Optional[str
     root_reshard = setup.reshard.get(root.name, False)
     lines.append(f"fully_shard(model{mesh}{mp}" + (", reshard_after_forward=True" if root_reshard
                                                    is True else "") + ")")
+    by = {u.name: u for u in setup.units}
     for what, lists in (("forward", setup.explicit_forward), ("backward", setup.explicit_backward)):
         for owner, targets in lists.items():
             if targets:
-                owner_expr = module_expr(setup.unit(owner).members[0])
-                items = ", ".join(module_expr(setup.unit(t).members[0]) for t in targets)
+                owner_expr = module_expr(by[owner].members[0])
+                items = ", ".join(module_expr(by[t].members[0]) for t in targets)
                 lines.append(f"{owner_expr}.set_modules_to_{what}_prefetch([{items}])")
     return lines
 

@@ -83,13 +83,16 @@ def _merged(f: FsdpInput, keep: set[str]) -> tuple[tuple[Unit, ...], dict[str, s
         while n not in keep and by[n].parent is not None:
             n = by[n].parent
         home[u.name] = n
+    joined: dict[str, list[Unit]] = {}
+    for v in f.units:
+        joined.setdefault(home[v.name], []).append(v)
     units = []
     for u in f.units:
         if u.name not in keep:
             continue
-        joined = [v for v in f.units if home[v.name] == u.name]
-        units.append(u._replace(params=sum((v.params for v in joined), ()),
-                                gradients=tuple(sorted(g for v in joined for g in v.gradients)),
+        mine = joined[u.name]
+        units.append(u._replace(params=tuple(p for v in mine for p in v.params),
+                                gradients=tuple(sorted(g for v in mine for g in v.gradients)),
                                 parent=_kept_parent(by, u, keep)))
     return tuple(units), home
 
@@ -104,27 +107,24 @@ def _kept_parent(by: Mapping[str, Unit], u: Unit, keep: set[str]) -> Optional[st
 def _grouped(f: FsdpInput, k: int) -> tuple[tuple[Unit, ...], dict[str, str]]:
     """Runs of ``k`` consecutive units with one parent, each run one unit."""
     home, units, run, parent = {}, [], [], object()
+    parents = {u.parent for u in f.units}
     for u in list(f.units) + [None]:
         if u is not None and u.parent is not None and u.parent == parent and len(run) < k \
-                and not _has_children(f, u) and not _has_children(f, run[-1]):
+                and u.name not in parents and run[-1].name not in parents:
             run.append(u)
             continue
         if run:
             name = ", ".join(v.name for v in run)
             for v in run:
                 home[v.name] = name
-            units.append(Unit(name, run[0].parent, sum((v.params for v in run), ()),
-                              sum((v.members for v in run), ()), run[0].deferred,
+            units.append(Unit(name, run[0].parent, tuple(p for v in run for p in v.params),
+                              tuple(m for v in run for m in v.members), run[0].deferred,
                               tuple(sorted(g for v in run for g in v.gradients))))
         run, parent = ([u], u.parent) if u is not None else ([], None)
     by_name = {}
     for u in units:
         by_name[u.name] = u._replace(parent=home.get(u.parent, u.parent) if u.parent else None)
     return tuple(by_name.values()), home
-
-
-def _has_children(f: FsdpInput, u: Unit) -> bool:
-    return any(v.parent == u.name for v in f.units)
 
 
 def program_for(program: tuple[FsdpMark, ...], home: Mapping[str, str],
@@ -151,11 +151,14 @@ def _group_marks(marks: tuple[FsdpMark, ...], groups: set[str]) -> tuple[FsdpMar
     post-backward, per pass."""
     if not groups:
         return marks
+    at: dict[tuple[str, str], list[int]] = {}
+    for i, m in enumerate(marks):
+        if m.unit in groups:
+            at.setdefault((m.unit, m.kind), []).append(i)
+    first = {"pre_forward": True, "post_forward": False, "pre_backward": True,
+             "post_backward": False}
     drop = set()
-    for g in groups:
-        for first, kind in ((True, "pre_forward"), (False, "post_forward"),
-                            (True, "pre_backward"), (False, "post_backward")):
-            at = [i for i, m in enumerate(marks) if m.unit == g and m.kind == kind]
-            keep = (at[0] if first else at[-1]) if at else None
-            drop.update(i for i in at if i != keep)
+    for (_, kind), where in at.items():
+        keep = where[0] if first.get(kind, True) else where[-1]
+        drop.update(i for i in where if i != keep)
     return tuple(m for i, m in enumerate(marks) if i not in drop)

@@ -2,10 +2,9 @@
 budget (``fsdp2 tuned``), and FSDP's defaults for the same units (``fsdp2 default``).
 
 Candidates: the run's units, all but the root unwrapped, and runs of K consecutive sibling
-units grouped (K = 2, 4, 8, ... up to the number of units); each with
-``reshard_after_forward`` true, false, and true but for the last unit in forward (which
-backward needs first); and (FSDP2) implicit prefetching or explicit lists of depth 1-3
-(FSDP1: ``BACKWARD_PRE`` / ``BACKWARD_POST``, ``forward_prefetch`` on or off). A plan over
+units grouped (K = 2, 4, 8 where there are that many); each with ``reshard_after_forward``
+true or false; and (FSDP2) implicit prefetching or explicit lists of depth 2 (FSDP1:
+``BACKWARD_PRE`` / ``BACKWARD_POST``, ``forward_prefetch`` on or off). A plan over
 the budget (peak parameter and gradient bytes per GPU) is never the tuned row; if no
 candidate meets it, that is an error naming the least any needs.
 """
@@ -37,16 +36,12 @@ def candidates(system: str, inp, options) -> Iterator:
     """Every configuration ``--compare`` tries (see the module's docstring)."""
     f = inp.fsdp
     inner = [u for u in f.units if u.parent is not None]
-    wraps = ["run", "root"]
-    k = 2
-    while k <= max(2, len(inner)) and len(inner) > 1:
-        wraps.append(f"every:{k}")
-        k *= 2
+    wraps = ["run", "root"] + [f"every:{k}" for k in (2, 4, 8) if k <= len(inner)]
     reshards = ["true", "false"]
     for wrap in wraps:
         for reshard in reshards:
             if system == "fsdp2":
-                for depth in ("implicit", "1", "2", "3"):
+                for depth in ("implicit", "2"):
                     yield replace(options, fsdp_wrap=wrap, fsdp_reshard_after_forward=reshard,
                                   fsdp_prefetch=depth)
             else:

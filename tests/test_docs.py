@@ -254,6 +254,16 @@ def test_every_link_reaches_its_target(page):
             assert anchor in anchors(dest), f"{_id(page)}: link to {target}: no such heading"
 
 
+@pytest.mark.parametrize("page", PAGES, ids=_id)
+def test_every_repository_path_named_exists(page):
+    """``tracecli/...``, ``tests/...``, ``benchmarks/...`` and ``sample_traces/...`` paths
+    (a bare file name after a path names a file in that path's folder)."""
+    text = page.read_text()
+    named = re.findall(r"(?<![\w/.-])((?:tracecli|tests|benchmarks|sample_traces)/[\w./-]*\w)", text)
+    missing = [p for p in named if not (ROOT / p).exists()]
+    assert not missing, f"{_id(page)} names paths that do not exist: {sorted(set(missing))}"
+
+
 # -- Python ----------------------------------------------------------------------------------
 
 def python_blocks(page: Path) -> list[str]:
@@ -347,7 +357,7 @@ def replay_documents() -> list[dict]:
     """A real replay (2 gloo ranks, one iteration, with --baseline), and the keys of an
     in-place calibration (a tiny trace's own sizes are too few to calibrate reliably)."""
     pytest.importorskip("torch", reason="replay needs the replay extra (torch)")
-    from tracecli.replay.runs import InPlaceCalibration
+    from tracecli.replay.records import InPlaceCalibration
 
     doc = printed("replay", F + "mlp_chainer.txt", "--gpus", "2", "--iters", "1", "--warmup", "0",
                   "--network", "10gbe", "--baseline", "--json")
@@ -359,7 +369,7 @@ def calibrate_documents() -> list[dict]:
     """What calibrate prints with a topology, made from a measured sweep without ranks."""
     from tracecli.costs import CalibrationProfile, ProfilePoint
     from tracecli.costs.nccl.model import NcclModel
-    from tracecli.results import CalibrationResult
+    from tracecli.cli.results import CalibrationResult
 
     points = [ProfilePoint(4096, 0.1, 0.1, (0.1,), (0.09,), 0.09, 0.09),
               ProfilePoint(1 << 20, 1.0, 1.0, (1.0,), (0.9,), 0.9, 0.9)]

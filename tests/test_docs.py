@@ -42,7 +42,7 @@ UPDATE = "python tests/test_docs.py --update"
 FOREIGN = {"--nnodes", "--nproc-per-node", "--overlap-grad-reduce", "--ddp-bucket-size",
            "--use-distributed-optimizer", "--accumulate-allreduce-grads-in-fp32",
            "--all_reduce_spec", "--agg_small_grads_max_bytes", "--agg_small_grads_max_group",
-           "--nccl-only", "--update"}  # and a benchmark's, and this test's own
+           "--nccl-only", "--write", "--update"}  # and the benchmarks', and this test's own
 
 
 # -- reading the pages --------------------------------------------------------------------
@@ -423,7 +423,7 @@ SCHEMAS = {
         lambda: [printed("collective", "allreduce", *TOPOLOGY, "--sizes", "1M", "--json"),
                  printed("collective", "allreduce", *MEASURED, "--measured", CSCS, "--sizes",
                          "1M", "--json")],
-        {"graph"}, set(), ()),
+        {"graph", "time_model"}, set(), ()),  # both as in cost_model (checked there)
     "inspect RUN --json": (
         lambda: [printed("inspect", F + "multirank/" + case, "--json")
                  for case in ("gloo2_twogroups", "gloo4_straggler_offsets")],

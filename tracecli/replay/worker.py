@@ -20,7 +20,7 @@ from .jobs import Ranks
 from .rankwork import Progress, rank_work
 from .records import ReplayRun, SweepRun
 
-__all__ = ["spawn_main", "run_rank"]
+__all__ = ["spawn_main", "run_rank", "rank_device"]
 
 
 LOOPBACK = "127.0.0.1"
@@ -67,14 +67,18 @@ def spawn_main(rank: int, world: int, port: int, backend: str, job, ranks: Ranks
     os._exit(code)
 
 
+def rank_device(backend: str, local_rank: int) -> torch.device:
+    """The device a rank's buffers live on: its GPU under NCCL (the local rank's), else the CPU."""
+    return torch.device("cuda", local_rank) if backend == "nccl" else torch.device("cpu")
+
+
 def run_rank(rank: int, world: int, local_rank: int, backend: str, job, ranks: Ranks,
              progress: Progress = None, store=None) -> Optional[ReplayRun | SweepRun]:
     """One rank's work in a process group it joins and leaves; ``store``: the rendezvous
     (None under torchrun: its environment). Rank 0 returns the run
     (:class:`~.runs.ReplayRun` or :class:`~.runs.SweepRun`)."""
-    device = torch.device("cpu")
+    device = rank_device(backend, local_rank)
     if backend == "nccl":
-        device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
     dist.init_process_group(backend, rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=ranks.timeout_s),

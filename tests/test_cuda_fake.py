@@ -98,6 +98,9 @@ def test_spin_clock_drift_is_measured_per_step_and_not_counted_as_communication(
     assert m.compute_ms == pytest.approx(100.0, abs=0.5)  # rescaled after the warm-up step
     assert report.replay.spin_drift_pct == pytest.approx(-20.0, abs=0.5)
     assert m.iteration_ms == pytest.approx(100.0, abs=0.5)
+    from tracecli.pipeline.replay import drift_notice
+
+    assert "spin clock ran -20.0% off its calibration" in drift_notice(report)
 
 
 def test_baseline_starts_behind_a_spin_as_replay_buckets_do(monkeypatch):

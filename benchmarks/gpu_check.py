@@ -40,6 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 VGG = ROOT / "sample_traces" / "vgg19_chainer.txt"
 GRACE_S = 3.0  # replay.processes.GRACE_S
 SCRATCH = Path(tempfile.gettempdir()) / f"gpu_check-{os.getpid()}"  # calibrate's profile
+CALIBRATE_ITERS = 10
 START_S = 60.0  # ranks' start-up on a busy node: torch, CUDA contexts, NCCL communicators
 
 
@@ -91,8 +92,12 @@ def judge_calibrate(out, seconds, n, timeout) -> Outcome:
     d = _doc(out)
     SCRATCH.mkdir(exist_ok=True)
     (SCRATCH / "calibration.json").write_text(out.stdout)
+    alone = sum(len(p["times_ms"]) for p in d["points"])
+    queued = sum(len(p["queued_times_ms"]) for p in d["points"])
+    wanted = CALIBRATE_ITERS * len(d["points"])  # fewer: runs the host could not keep ahead of
     return Outcome(True, f"alpha {d['alpha_us']:.2f} us, bus {d['bandwidth_gbps']:.1f} GB/s, "
-                         f"R² {d['fit']['r2']:.4f}, MAPE {d['fit']['mape_pct']:.1f}%")
+                         f"R² {d['fit']['r2']:.4f}, MAPE {d['fit']['mape_pct']:.1f}%; samples "
+                         f"kept {alone}/{wanted} alone, {queued}/{wanted} queued")
 
 
 def judge_nccl_tests(out, seconds, n, timeout) -> Outcome:
@@ -159,7 +164,8 @@ CHECKS = [
                                           "nccl_replay_on_gpu"], judge_exit0),
     Check("calibrate", 2, lambda n, t: tracecli("calibrate", "--backend", "nccl", "--gpus", n,
                                                 "--min-size", "4KiB", "--max-size", "256MiB",
-                                                "--points", "9", "--json"), judge_calibrate),
+                                                "--points", "9", "--iters", CALIBRATE_ITERS,
+                                                "--json"), judge_calibrate),
     Check("nccl-tests", 2, lambda n, t: [_nccl_tests() or "all_reduce_perf", "-b", "4K", "-e",
                                          "256M", "-f", "4", "-g", str(n), "-w", "5", "-n", "20"],
           judge_nccl_tests, lambda: None if _nccl_tests() else "all_reduce_perf not found"),

@@ -14,7 +14,9 @@ display kills kernels that run longer than ~2 s).
 A timed region starts with :func:`align`: a host barrier does not align the devices (the
 ranks leave it tens of microseconds apart, and each device starts its work when its host
 enqueues it), so the region starts on the device, right after a 1-element all-reduce that
-completes on every rank at the same instant, waited on by the compute stream. Before that
+completes on every rank at the same instant, waited on by the compute stream (``wait()``
+makes the current stream wait: include/torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp:352
+"same as calling synchronize()", :363 "let current stream wait on the completion"). Before that
 collective the compute stream spins :data:`LEAD_MS`, so the host has enqueued the start of
 the region before the device gets there (no host launch latency inside the region).
 """
@@ -74,7 +76,8 @@ class Spin:
 def align(comm, spin: Spin, one: Optional[torch.Tensor] = None) -> None:
     """Make the compute stream continue at the same instant on every rank of ``comm``: a
     1-element all-reduce, waited on by the compute stream (``Work.wait()`` blocks the current
-    stream, not the host: ``WorkNCCL::synchronizeStream``), behind a :data:`LEAD_MS` spin."""
+    stream, not the host, unless TORCH_NCCL_BLOCKING_WAIT: :mod:`.rankenv`), behind a
+    :data:`LEAD_MS` spin."""
     if one is None:
         one = torch.empty(1, dtype=torch.float32, device=spin.device)
     one.fill_(1.0)

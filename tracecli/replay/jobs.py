@@ -105,9 +105,13 @@ def step_ms(job) -> float:
 def collective_timeout_s(job, timeout_s: float, backend: str) -> float:
     """The process group's timeout for ``job`` under ``--timeout timeout_s``.
 
-    NCCL's watchdog times a collective from its enqueue (torch's ProcessGroupNCCL.cpp,
-    ``WorkNCCL::checkTimeout``: ``now - workStartTime_``, the work's creation time) and a
-    CUDA step enqueues its collectives as it starts: the last bucket waits on the GPU for the
+    NCCL's watchdog times a collective from its enqueue and aborts the process when it is
+    older than the group's timeout (torch 2.13: distributed_c10d.py:1725-1730 "the duration
+    after which collectives will be aborted asynchronously and the process will crash";
+    include/torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp:396 ``checkTimeout`` against
+    :443 ``workStartTime_``, the work's creation: ProcessGroupNCCL.cpp ``checkTimeout`` is
+    ``now - workStartTime_ >= opTimeout_``), and a CUDA step enqueues its collectives as it
+    starts: the last bucket waits on the GPU for the
     whole backward before it can start. So under NCCL the group's timeout is ``--timeout``
     plus twice the step (a spin clock slower than calibrated stretches the step until the
     spin is rescaled); a collective then times out at most ``--timeout`` after the plan says

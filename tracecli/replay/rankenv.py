@@ -1,11 +1,11 @@
 """The environment NCCL ranks run in: two variables that silently break a replay's overlap.
 
 - ``TORCH_NCCL_BLOCKING_WAIT`` (or its old name ``NCCL_BLOCKING_WAIT``; torch 2.13's
-  include/torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp:60-62): ``Work.wait()`` then
-  blocks the calling host thread until the collective has completed (ProcessGroupNCCL.cpp,
-  ``WorkNCCL::wait``: ``if (blockingWait_ ...) while (!isCompleted())``), so the host stops
-  enqueueing the backward's spin at the first bucket and compute never overlaps
-  communication. It also turns the watchdog off.
+  include/torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp:59-62, "whether or not wait()
+  is blocking"; :352-355, ``wait()`` "will block the CPU thread until the NCCL work is
+  completed"; ProcessGroupNCCL.cpp ``WorkNCCL::wait``: ``if (blockingWait_ ...) while
+  (!isCompleted())``): the host stops enqueueing the backward's spin at the first bucket's
+  wait, so compute never overlaps communication; the watchdog is off too.
 - ``CUDA_DEVICE_MAX_CONNECTIONS=1`` (set in Megatron's containers, so that its
   communication kernels are issued before the compute that follows): every stream then
   feeds one hardware queue, and a kernel waits for everything queued before it on any

@@ -6,9 +6,11 @@ Every rank runs the same steps, each starting with a collective of every rank, s
 still short of step ``n`` while another began it more than ``--timeout`` ago is hung: the
 others wait for it. The launcher then stops every rank at once: it does not wait for the
 waiting ranks' own timeouts (under NCCL a collective times out after the group's timeout,
-which covers the step, and then the watchdog sleeps 60 s for debug dumps before it aborts
-the process with SIGABRT; torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp,
-``Watchdog::runLoop``, ``getDumpTimeout() * 4``). A rank killed by SIGABRT while another
+which covers the step, and then the watchdog sleeps 4 x ``TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC``,
+15 s by default, for debug dumps before it rethrows and the process dies of SIGABRT: torch
+2.13's include/torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp:118-121 and :617
+``getDumpTimeout()``; ProcessGroupNCCL.cpp's watchdog sleeps ``getDumpTimeout() * 4``,
+"60 seconds", then ``handleException``). A rank killed by SIGABRT while another
 lags is that abort, not the fault. When no rank begins a step for the longest a step may
 take plus ``--timeout``, every rank is waiting: the ranks are stopped as stalled.
 

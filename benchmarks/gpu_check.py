@@ -197,11 +197,11 @@ def one_rank() -> None:
     from tracecli import load_trace
     from tracecli.costs import resolve_cost_model
     from tracecli.pipeline import ComputeRequest, inputs
-    from tracecli.planning import StrategyOptions
+    from tracecli.planning import options_of
     from tracecli.replay import Ranks, ReplayJob, run_replay
 
     _, _, inp = inputs(load_trace(VGG), ComputeRequest(device="h100"))
-    job = ReplayJob(inp, "ddp", StrategyOptions(), resolve_cost_model(1, "nvlink-h100"), "nvlink-h100",
+    job = ReplayJob(inp, "ddp", options_of("ddp"), resolve_cost_model(1, "nvlink-h100"), "nvlink-h100",
                     iters=10, warmup=2)
     report = run_replay(job, Ranks(1, "nccl", 30.0))
     print(json.dumps(report.to_json()))

@@ -15,8 +15,9 @@ import pytest
 from tracecli.costs import resolve_cost_model
 from tracecli.errors import ReplayUnavailableError
 from tracecli.model import CollectiveKind
-from tracecli.planning import StrategyOptions
+from tracecli.planning import options_of
 from tracecli.planning.base import FixedPlan, Grad, PlanInput
+from tracecli.planning.spec import NoOptions
 from tracecli.replay.jobs import CalibrationJob, Ranks, ReplayJob, Sweep
 
 torch = pytest.importorskip("torch", reason="the fake device computes with torch tensors")
@@ -38,7 +39,7 @@ def job(world: int = 2, ready=(2.0, 4.0, 6.0, 8.0), end: float = 12.0, update: f
                   for i, (n, b, at) in enumerate(zip("abcd", sizes, ready)))
     fixed = FixedPlan(((0, 1), (2,), (3,)), "fixed", (ALL_REDUCE, ALL_REDUCE, ALL_GATHER))
     kw = {"iters": 3, "warmup": 1, "sweep": SWEEP, "calibration_budget_s": 0.0, **kw}
-    return ReplayJob(PlanInput(grads, 1.0, end, update), "fixed", StrategyOptions(),
+    return ReplayJob(PlanInput(grads, 1.0, end, update), "fixed", NoOptions(),
                      resolve_cost_model(world, "10gbe"), "10gbe", fixed=fixed, **kw)
 
 
@@ -221,7 +222,7 @@ def test_gpu_memory_is_checked_before_the_group_is_joined(monkeypatch):
     install(monkeypatch, FakeCuda(2, free=1 << 30, total=80 << 30))
     monkeypatch.setattr(dist, "init_process_group", lambda *a, **k: pytest.fail("joined"))
     grads = tuple(Grad(f"g{i}", 512 << 20, "float32", 128 << 20, 1.0 + i, i) for i in range(4))
-    big = ReplayJob(PlanInput(grads, 1.0, 10.0), "per-tensor", StrategyOptions(),
+    big = ReplayJob(PlanInput(grads, 1.0, 10.0), "per-tensor", options_of("per-tensor"),
                     resolve_cost_model(2, "10gbe"), "10gbe")
     with pytest.raises(ReplayUnavailableError) as err:
         worker.run_rank(1, 2, 1, "nccl", big, Ranks(2, "nccl"))

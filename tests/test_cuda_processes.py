@@ -18,7 +18,8 @@ import pytest
 from conftest import ROOT, VGG
 
 pytest.importorskip("torch", reason="replay needs the replay extra (torch)")
-pytestmark = pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs Linux processes")
+pytestmark = [pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs Linux processes"),
+              pytest.mark.slow]  # real rank processes, and wall-clock bounds on teardown
 
 SITE = Path(__file__).resolve().parent / "fakecuda_site"
 REPLAY = ["replay", VGG, "--network", "10gbe", "--iters", "3", "--warmup", "1"]

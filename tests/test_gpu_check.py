@@ -39,6 +39,7 @@ def test_without_a_gpu_it_lists_what_it_would_run(args, gpus):
         assert all("skip: needs 2 GPUs" in rows[c] for c in CHECKS if c != "one rank")
 
 
+@pytest.mark.slow  # a rank process
 def test_the_one_rank_check_runs_cudastep_on_a_gpu():
     """The library path gpu_check takes on one GPU, here on the fake one."""
     site = ROOT / "tests" / "fakecuda_site"

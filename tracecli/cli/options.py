@@ -122,7 +122,8 @@ process_options = options(
     click.option("--backend", type=click.Choice(list(BACKENDS)), default="auto",
                  show_default=True, help="auto: NCCL when --gpus CUDA devices are visible, else gloo."),
     click.option("--timeout", type=Number(1, 86400, "s"), default=30.0, show_default=True,
-                 help="Collective timeout, s; a hung or dead rank stops all ranks within it."),
+                 help="Collective timeout, s: a rank that hangs or dies stops all ranks within "
+                 "it (and 3 s to stop them); NCCL's own timeout adds the emulated step."),
     click.option("--oversubscribe", is_flag=True, help="Start more CPU ranks than this machine "
                  "holds (two per core, within available memory) or more CUDA ranks than devices."),
     click.option("--inject-fault", hidden=True, metavar="RANK:MODE",

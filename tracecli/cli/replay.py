@@ -92,4 +92,5 @@ def replay(ctx, trace, fmt, sizes, step, plan_file, iters, warmup, baseline, dry
     with progress_bar(not output.as_json and not quiet) as progress:
         report = replaying.verified_replay(job, ready, progress)
     if report is not None:  # None: a torchrun rank other than 0
+        say(replaying.drift_notice(report))
         emit(ReplayResult(report), output)

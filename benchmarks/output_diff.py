@@ -99,6 +99,15 @@ def _own_options(out: bytes) -> bytes:
 
 
 INTENDED.append((
+    "issue 26 item 4: the reference moved from the README into docs/; messages point there",
+    lambda cmd: True,
+    lambda out: out.replace(b"(see the README) for the model's own names",
+                            b"(docs/inputs.md) for the model's own names")
+    .replace(b"(a parameter sidecar, see the README)", b"(a parameter sidecar, docs/inputs.md)")
+    .replace(b"see the README)", b"docs/runs.md)")))
+
+
+INTENDED.append((
     "issue 22 item 4: each strategy owns its options record; a plan document holds the options "
     "its strategy reads, not every knob of the table",
     lambda cmd: True, _own_options))

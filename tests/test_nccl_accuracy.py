@@ -1,8 +1,9 @@
 """How far NcclModel's prediction from the topology alone lands from published nccl-tests runs.
 
 Fixtures (tests/fixtures/nccl/README.md): all_reduce_perf on 2 x 8 H100 80GB HBM3 (GCP A3
-Mega, 8 x 200 Gb/s NICs a node), and on 1 x 8 B300 on NVLink (NCCL 2.29.7). The bands asserted here are the ones the README's "How accurate
-is the NCCL model" states; each is computed from the fixture, not copied from tracecli's output.
+Mega, 8 x 200 Gb/s NICs a node), and on 1 x 8 B300 on NVLink (NCCL 2.29.7). The bands asserted
+here are those of NCCL's own model time (its ranking key, ``choice()``: the "before" of
+docs/nccl-time-model.md), computed from the fixture, not copied from tracecli's output.
 """
 
 from pathlib import Path

@@ -3,7 +3,8 @@ nccl-tests tables, its error cross-validated leave-one-cluster-out.
 
 The figures asserted are recomputed here from the fixtures (tests/nccl_training.py), never
 copied from tracecli's output: the stored constants must be what a refit gives, a held-out
-table must not move when its own measurements change, and the README's per-table goals are
+table must not move when its own measurements change, and the per-table goals of
+docs/nccl-time-model.md are
 checked on the held-out predictions.
 """
 
@@ -82,7 +83,7 @@ def test_held_out_goals_on_the_tables_with_small_sizes(held_out):
 
 
 def test_what_misses_the_goals_is_said_not_hidden(held_out):
-    # README "How accurate is the NCCL model": these held-out tables miss 20 % / 2x, and why
+    # docs/nccl-time-model.md: these held-out tables miss 20 % / 2x, and why
     misses = {}
     for name, rows in held_out.items():
         geo, worst = nccl_accuracy.summary([(n, m, p) for n, m, p, _ in rows])

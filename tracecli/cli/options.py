@@ -77,7 +77,7 @@ topology_options = options(
                  "--platform's, else nvswitch)."),
     click.option("--nccl", "nccl", metavar="VERSION", help=_NCCL_HELP),
     click.option("--platform", type=click.Choice(list(PLATFORMS)), help="Named platform: GPU, "
-                 "GPUs per node, fabric, NICs (sources in the README)."),
+                 "GPUs per node, fabric, NICs (sources in docs/costs.md)."),
     click.option("--nccl-log", metavar="FILE", help="NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=GRAPH,TUNING "
                  "log of rank 0: NCCL's own graph (channels, bandwidths) replaces the estimate."),
     click.option("--net", type=click.Choice(NETS), help=NET_HELP),

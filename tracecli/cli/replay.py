@@ -39,7 +39,7 @@ from .strategy import STRATEGY_KEYS, strategy_from, strategy_options
 @click.option("--dry-run", is_flag=True, help="Check everything and show the plan that would be "
               "replayed, with its prediction; start no rank.")
 @top_option()
-@json_option("Print the report as JSON (see the README).")
+@json_option("Print the report as JSON (docs/json.md).")
 @out_option("FILE", "Write the JSON report to FILE.")
 @chrome_trace_option("Predicted and measured tracks side by side.")
 @force_option()

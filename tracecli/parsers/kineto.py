@@ -322,7 +322,7 @@ def build(path: str, ev: KinetoEvents, step_wanted: Optional[int] = None,
         notes.append(note)
     elif tensors and shapes:
         notes.append("names: position and shape; pass the parameter sidecar with --sizes FILE "
-                     "(see the README) for the model's own names")
+                     "(docs/inputs.md) for the model's own names")
     meta = TraceMeta(rank=world.get("rank"), world_size=world.get("world_size"),
                      backend=world.get("backend"), notes=tuple(notes), record_shapes=shapes,
                      sizes=sizes_path if variables is not None else None)

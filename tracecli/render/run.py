@@ -1,6 +1,6 @@
 """A run's straggler report: the JSON document, the text report and the aligned timeline.
 
-JSON (``inspect RUN --json``, documented in the README): ``ranks``, ``clock_offset_us``
+JSON (``inspect RUN --json``, documented in ``docs/json.md``): ``ranks``, ``clock_offset_us``
 (rank -> how many microseconds its clock reads ahead of the lowest rank's), ``steps`` and
 ``collectives``, with rank keys as strings (JSON object keys are strings).
 """
@@ -160,7 +160,7 @@ def _verdict(report: RunReport) -> list[str]:
         else:
             lines.append("no straggler: in every step the waits are within the noise "
                          f"(at least {min(s.noise_ms for s in report.steps):.1f} ms; "
-                         "see the README)" if report.steps else "no steps")
+                         "docs/runs.md)" if report.steps else "no steps")
     lines.extend(f"note: {text}" for text in report.notes)
     return lines
 

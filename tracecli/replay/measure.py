@@ -4,7 +4,7 @@ A bare loop (barrier, all-reduce, repeat) measures something else than a replay 
 after a barrier the ranks leave at different instants; back-to-back runs keep the
 transport's threads hot; a fresh buffer pays its first touch. Measured on this project's
 2-core CPU machine, interleaved, 120 rounds of 4 MiB on 2 gloo ranks: back-to-back 4.5 ms,
-after an idle gap 5.2-5.5 ms, a first-touched buffer 7.5 ms (README, issue notes).
+after an idle gap 5.2-5.5 ms, a first-touched buffer 7.5 ms (``docs/replay.md``).
 
 So each size here is timed as the replay runs its buckets: the buffer refilled (touched)
 first, its collective launched through the step's own communication path at an instant

@@ -4,7 +4,7 @@ Per bucket and per iteration, the slowest rank's times, medians over the timed
 iterations (and the bucket's 10%-trimmed mean duration); the iteration's p90; the error of
 the prediction. Exposed communication is each iteration less its compute *as it ran* (the
 spin clock may drift, a sleep may oversleep: neither is communication), and how far that
-compute was from the plan's is reported beside it. :meth:`ReplayReport.to_json` is the ``replay --json`` document (README).
+compute was from the plan's is reported beside it. :meth:`ReplayReport.to_json` is the ``replay --json`` document (``docs/json.md``).
 """
 
 from __future__ import annotations

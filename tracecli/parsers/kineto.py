@@ -16,6 +16,11 @@ last step with a backward pass):
   its launch's correlation id; the ``gloo:*`` annotation of gloo's worker thread), and
   its purpose (``gradients`` during backward, ``unused-map`` for DDP's integer map of used
   parameters, ``buffers`` for DDP's broadcast in forward, ``other``).
+
+On a GPU trace every time is the device's (:mod:`.kineto_device`): the step is the
+device's step, an op lasts from when the device had done the work launched before it to
+when it had done its own, and a gradient is ready when its backward's kernels have ended.
+The host's times are used only where the trace has no device activity.
 """
 
 from __future__ import annotations
@@ -26,10 +31,11 @@ from typing import Any, Optional, Sequence
 
 from ..errors import SizesError, TraceFormatError
 from ..model import (
-    DTYPE_BYTES, Abilities, ComputeSource, EdgeKind, Link, Op, OpKind,
+    DTYPE_BYTES, Abilities, ComputeSource, EdgeKind, Link, Op, OpKind, Purpose,
     ReadinessMethod, StepInfo, Tensor, TensorKind, Trace, TraceMeta, VariableOrder,
 )
 from .kineto_collectives import collectives, launched_by, launches, pair_runs
+from .kineto_device import DeviceClock, StepClock, step_clock
 from .kineto_events import Event, KinetoEvents, torch_dtype
 from .kineto_threads import (
     ACCUMULATE, EVALUATE, STEP_PREFIX, Step, Thread, ancestor_indices, backward_window, find_steps,
@@ -42,6 +48,11 @@ FORMAT = "kineto"
 SIZES_HINT = ("the trace records no shapes; profile with "
               "torch.profiler.profile(record_shapes=True, ...)")
 MAX_GRADIENT_BYTES = 1 << 50
+DEVICE_NOTE = ("times: the device's (kernels linked to their host ops by correlation id): "
+               "an op lasts from when the device had done the work launched before it to "
+               "when it had done its own; the update is the device's time from the end of "
+               "backward and its all-reduces to the step's end (the optimizer, and any wait "
+               "for the host); the host's times are not used")
 
 
 def looks_like(head: str) -> bool:
@@ -187,9 +198,10 @@ def _fill_unrecorded(named: list[Tensor], unknown: list[int], by_sig: dict, side
             f"[{','.join(map(str, v.shape))}] {v.dtype})")
 
 
-def _ops(threads, step: Step, grads: list[tuple[Thread, int]]) -> tuple[list[Op], dict]:
-    """Forward, backward, gradient and update ops of ``step``, in start order."""
-    t0 = step.ts
+def _ops(threads, step: Step, grads: list[tuple[Thread, int]],
+         clock: StepClock) -> tuple[list[Op], dict]:
+    """Forward, backward, gradient and update ops of ``step``, in start order, timed on
+    the step's ``clock`` (the device's, on a GPU trace)."""
     picked: list[tuple[Event, OpKind, str, Any]] = []
     gradient_of: dict[int, int] = {id(t.events[i]): k for k, (t, i) in enumerate(grads)}
     for thread, i in in_window(threads, step):
@@ -214,8 +226,9 @@ def _ops(threads, step: Step, grads: list[tuple[Thread, int]]) -> tuple[list[Op]
     ops, where = [], {}
     for position, (e, kind, name, place) in enumerate(picked):
         outputs = (f"g{gradient_of[id(e)]}",) if kind is OpKind.GRADIENT else ()
+        start_ms, dur_ms = clock.span_ms(e.ts, e.end)
         op = Op(f"op{position}", kind, name, e.line, position, outputs=outputs,
-                start_ms=(e.ts - t0) / 1000.0, dur_ms=e.dur / 1000.0)
+                start_ms=start_ms, dur_ms=dur_ms)
         ops.append(op)
         where[(id(place[0]), place[1])] = op.id
     return ops, where
@@ -288,25 +301,25 @@ def build(path: str, ev: KinetoEvents, step_wanted: Optional[int] = None,
         if variables and all(t.index is None for t in tensors) and any(t.shape is not None for t in tensors):
             raise SizesError(f"no parameter matches a gradient of {path} by shape "
                              "and dtype; pass the sidecar of this model with --sizes", path=sizes_path, line=1)
-    ops, where = _ops(threads, step, grads)
+    device = DeviceClock(ev)
+    clocks = [step_clock(device, s.label, s.ts, s.end) for s in steps]
+    clock = clocks[steps.index(step)]
+    ops, where = _ops(threads, step, grads, clock)
     ops = _pair_forward_backward(ops, where, threads, ev.flows)
     issued = launches(threads)
     pair_runs(issued, ev, threads)
-    ran = launched_by(collectives(issued, steps, threads), ops, step)
+    ran = launched_by(collectives(issued, steps, threads, clocks), ops, step)
     window = backward_window(threads, step)
-    updates = [op.dur_ms for op in ops if op.kind is OpKind.UPDATE]
     world = _world(ev.top)
-    info = StepInfo(
-        step.label, step.index, (step.end - step.ts) / 1000.0,
-        None if window is None else (window[0] - step.ts) / 1000.0,
-        None if window is None else (window[1] - step.ts) / 1000.0,
-        sum(updates) if updates else None, tuple(s.label for s in steps), world.get("world_size"))
+    info = _step_info(step, steps, clock, window, ops, ran, world.get("world_size"))
     shapes = any(t.shape is not None for t in tensors)
     unrecorded = [t.name for t, (th, i) in zip(tensors, grads)
                   if t.nbytes is None and _shape(th.events[i])[0] is None and shapes]
     which = "the last with a backward pass" if step_wanted is None else "--step"
     notes = [f"step: {step.label} ({which}; the trace holds {len(steps)}: "
              f"{', '.join(s.label for s in steps[:8])}{', ...' if len(steps) > 8 else ''})"]
+    if clock.on_device:
+        notes.append(DEVICE_NOTE)
     if world:
         notes.append("distributed: " + ", ".join(f"{k} {v}" for k, v in world.items()))
     if (world.get("world_size") or 0) > 1 and ran:
@@ -326,13 +339,35 @@ def build(path: str, ev: KinetoEvents, step_wanted: Optional[int] = None,
     meta = TraceMeta(rank=world.get("rank"), world_size=world.get("world_size"),
                      backend=world.get("backend"), notes=tuple(notes), record_shapes=shapes,
                      sizes=sizes_path if variables is not None else None)
+    ready_how = ("its backward's kernels end on the device" if clock.on_device
+                 else "its AccumulateGrad ends")
     abilities = Abilities(ReadinessMethod.RECORDED, ComputeSource.MEASURED, VariableOrder.INDEX,
-                          f"recorded: a gradient is ready when its AccumulateGrad ends ({step.label})",
+                          f"recorded: a gradient is ready when {ready_how} ({step.label})",
                           sizes_hint=f"{len(unrecorded)} of {len(tensors)} gradients have "
                           f"no recorded shape: {_UNDEFINED}" if unrecorded else SIZES_HINT,
                           framework="pytorch")
     return Trace.build(path, FORMAT, ops, tensors, _thread_order(ops, where), meta, abilities,
                        ran, info)
+
+
+def _step_info(step: Step, steps: list[Step], clock: StepClock, window, ops: list[Op],
+               ran: list, world: Optional[int]) -> StepInfo:
+    """The traced step on its clock. On the device, the update is the device's time from
+    the end of backward and of the step's gradient reductions to the step's end: the
+    optimizer's kernels and the time the device waited for the host to launch them, so
+    that the step's schedule adds up to the device's step."""
+    duration = (clock.end - clock.origin) / 1000.0
+    backward = None if window is None else (clock.ms(window[0]), clock.ms(window[1]))
+    updates = [op.dur_ms for op in ops if op.kind is OpKind.UPDATE]
+    update = sum(updates) if updates else None
+    if clock.on_device and backward is not None:
+        ends = [c.end_ms for c in ran if c.step == step.index and c.end_ms is not None
+                and c.purpose is Purpose.GRADIENTS]
+        update = max(duration - max([backward[1]] + ends), 0.0)
+    return StepInfo(step.label, step.index, duration,
+                    None if backward is None else backward[0],
+                    None if backward is None else backward[1],
+                    update, tuple(s.label for s in steps), world)
 
 
 def _thread_order(ops: list[Op], where: dict) -> list[Link]:

@@ -132,10 +132,13 @@ def test_clock_offsets_are_recovered(reports, case):
 def test_two_unnamed_process_groups_are_matched_and_said(reports):
     if "gloo2_twogroups" not in reports:
         pytest.skip("no two-group case")
-    r = reports["gloo2_twogroups"]
-    assert "several process groups" in r.matching.key
-    sizes = {t.matched.first.elements for t in r.collectives}
-    assert 4096 in sizes  # the second group's all-reduce (generate.py), matched on both ranks
+    r, t = reports["gloo2_twogroups"], truth("gloo2_twogroups")
+    assert "gloo's groups from their threads" in r.matching.key
+    second = t["second_group"]
+    groups = {c.matched.first.elements: c.matched.group for c in r.collectives}
+    # the second group's all-reduce (generate.py), matched on both ranks, on its own group
+    assert groups[second["elements"]] == second["pg_name"]
+    assert {g for e, g in groups.items() if e != second["elements"]} == {t["default_group_pg_name"]}
 
 
 def test_inspect_run_json_and_text(tmp_path, monkeypatch):

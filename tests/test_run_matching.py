@@ -124,17 +124,19 @@ def test_order_matching_that_pairs_different_collectives_is_said():
     """Hand-made ranks (times in us): rank 1's trace lost its first collective, all are one
     size, so order matching pairs rank 0's k-th with rank 1's (k+1)-th. The collectives come
     in close pairs, so no clock offset lines the wrong pairs up; the report says so."""
+    from tracecli.model import Collective, CollectiveKind, Purpose
     from tracecli.run.analyze import analyze
-    from tracecli.run.extract import RankCollective, RankData, RankStep
+    from tracecli.run.extract import RankData, RankStep
     from tracecli.run.load import Run
     from tracecli.run.match import match
 
     def rank(r, starts):
-        colls = tuple(RankCollective(0, "allreduce", "gradients", 1000, "float32", None, None,
-                                     s, s, s + 5_000.0, "cpu", k + 1)
+        colls = tuple(Collective(f"c{k}", CollectiveKind.ALL_REDUCE, 0, 1000, "float32", 4000,
+                                 s / 1000, s / 1000, s / 1000 + 5.0, Purpose.GRADIENTS,
+                                 lane="7", line=k + 1)
                       for k, s in enumerate(starts))
-        return RankData(f"rank{r}.json", r, "distributedInfo", 2, "gloo", 1, True, 0,
-                        (RankStep(0, "ProfilerStep#0", 0.0, 1e6, None),), colls, 0)
+        return RankData(f"rank{r}.json", r, "distributedInfo", 2, "gloo", 1, (), 0,
+                        (RankStep(0, "ProfilerStep#0", 0.0, 1e6, None, False),), colls, 0)
 
     times = [0.0, 10_000.0, 200_000.0, 210_000.0, 400_000.0, 410_000.0, 600_000.0]
     run = Run("hand-made", (rank(0, times[:-1]), rank(1, times[1:])), 0, (), ())

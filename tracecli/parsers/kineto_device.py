@@ -42,7 +42,7 @@ class DeviceClock:
     """``D(t)`` of a trace's compute, and its activities by host launch time."""
 
     def __init__(self, ev: KinetoEvents):
-        compute, every = [], []
+        compute, every, kernels = [], [], []
         for a in ev.device:
             where = ev.launches.get(a.correlation) if a.correlation is not None else None
             if where is None:
@@ -50,12 +50,17 @@ class DeviceClock:
             every.append((where[1], a.ts, a.end))
             if not a.collective:
                 compute.append((where[1], a.end))
+                if a.kernel:
+                    kernels.append((where[1], a.ts, a.end))
         compute.sort()
         every.sort()
+        kernels.sort()
         self._launch = [t for t, _ in compute]
         self._done = list(accumulate((end for _, end in compute), max))
         self._every_launch = [t for t, _, _ in every]
         self._every = every
+        self._kernel_launch = [t for t, _, _ in kernels]
+        self._kernels = kernels
         self._steps = {label: (ts, end) for label, ts, end in ev.device_steps}
         self.activities = len(every)
 
@@ -78,16 +83,26 @@ class DeviceClock:
         return min(a for _, a, _ in chunk), max(b for _, _, b in chunk)
 
 
+    def compute_spans(self, ts: float, end: float) -> list[tuple[float, float]]:
+        """The device spans of the compute kernels (not collectives, copies or sets)
+        launched within the host's ``[ts, end)``."""
+        lo = bisect.bisect_left(self._kernel_launch, ts)
+        hi = bisect.bisect_left(self._kernel_launch, end)
+        return [(a, b) for _, a, b in self._kernels[lo:hi]]
+
+
 class StepClock(NamedTuple):
     """One step's clock: ms from the step's start, on the device where it did the work.
 
     ``origin``/``end`` are the step's start and end in us (the device's on a GPU trace);
-    ``device`` is the trace's :class:`DeviceClock`, ``None`` for host time.
+    ``device`` is the trace's :class:`DeviceClock`, ``None`` for host time; ``host`` is
+    the host's step, ``(ts, end)`` in us.
     """
 
     origin: float
     end: float
     device: Optional[DeviceClock]
+    host: tuple[float, float]
 
     @property
     def on_device(self) -> bool:
@@ -110,6 +125,13 @@ class StepClock(NamedTuple):
         """A time the trace recorded on this clock (a kernel's on the device) as ms."""
         return (t - self.origin) / 1000.0
 
+    def compute_ms(self) -> Optional[list[tuple[float, float]]]:
+        """The step's compute kernels as ms spans on the device; ``None`` on the host."""
+        if self.device is None:
+            return None
+        return [((a - self.origin) / 1000.0, (b - self.origin) / 1000.0)
+                for a, b in self.device.compute_spans(*self.host)]
+
 
 def step_clock(device: Optional[DeviceClock], label: str, ts: float, end: float) -> StepClock:
     """The clock of the host step ``[ts, end)``: the device's where the step launched work
@@ -117,5 +139,5 @@ def step_clock(device: Optional[DeviceClock], label: str, ts: float, end: float)
     if device is not None and device.activities:
         window = device.window(label, ts, end)
         if window is not None:
-            return StepClock(window[0], window[1], device)
-    return StepClock(ts, end, None)
+            return StepClock(window[0], window[1], device, (ts, end))
+    return StepClock(ts, end, None, (ts, end))

@@ -88,6 +88,7 @@ class Activity(NamedTuple):
     end: float
     correlation: Any  # its launch's correlation id (None where the trace gives none)
     collective: bool  # a collective kernel (NCCL/RCCL), which runs on its own stream
+    kernel: bool  # a kernel (else a memory copy or set)
 
 
 @dataclass
@@ -246,7 +247,7 @@ def _device(out: KinetoEvents, cat: str, name: str, ts: float, dur: float, value
     if corr is not None:
         corr = _key(corr, path, line, "correlation")
     collective = cat == "kernel" and _is_collective_kernel(name)
-    out.device.append(Activity(ts, ts + dur, corr, collective))
+    out.device.append(Activity(ts, ts + dur, corr, collective, cat == "kernel"))
     if collective:
         kept = {k: args[k] for k in ("correlation",) + COMM_ARGS
                 if isinstance(args, dict) and k in args} or None

@@ -173,6 +173,7 @@ class Launch:
             self.peer = _peer(args.get(key))
 
     def _from_c10d(self, args: dict) -> None:
+        self._group(args)
         self.elements, self.dtype = sized(args, _INPUT_ARG.get(self.kind, 0))
         if self.kind in _INPUT_ARG:
             self.out_elements = sized(args, 0)[0]

@@ -49,8 +49,28 @@ def fit_quality(trace: Trace) -> Optional[str]:
     return f"R²={fit.r2:.2f}, MAPE {fit.mape_pct:.0f}%"
 
 
+def _complete(report: RunReport) -> None:
+    """A run with ranks missing cannot be planned: its transfer times hold the missing
+    ranks' lateness (the waits for them are not seen), so a model fitted to them is slow."""
+    missing = report.missing_ranks
+    if not missing or len(report.run.ranks) < 2:
+        return
+    shown = ", ".join(map(str, missing[:8])) + (", ..." if len(missing) > 8 else "")
+    late = next((s for s in report.steps if s.straggler_missing), None)
+    cost = (f" (in {late.label} rank {late.straggler} kept the others waiting {late.lost_ms:.1f} ms)"
+            if late else "")
+    first = report.run.ranks[0].path
+    raise PlanError(f"the run has no trace of rank{'s' if len(missing) > 1 else ''} {shown} "
+                    f"of {report.run.world_size}: the present ranks' transfer times hold the "
+                    f"waits for {'them' if len(missing) > 1 else 'it'}{cost}, so a cost model "
+                    "fitted to them would be too slow; add the missing traces to the run, or "
+                    f"plan one rank's trace as it recorded it: tracecli plan-buckets {first}",
+                    path=report.run.given)
+
+
 def run_trace(trace: Trace, report: RunReport) -> tuple[Trace, list[str]]:
     """The lowest rank's ``trace`` with transfer times, and what to say about it."""
+    _complete(report)
     n = len(report.run.ranks)
     if n < 2:
         return trace, ["the run has one rank: its collectives' recorded times (waits "

@@ -108,11 +108,6 @@ def _check(ranks: list[RankData]) -> list[str]:
         if world is not None and r.rank >= world:
             raise TraceFormatError(f"rank {r.rank} of a world of {world}: "
                                    "the rank or the world size is wrong", path=r.path, line=1)
-    if world is not None and len(ranks) < world:
-        missing = sorted(set(range(world)) - set(by_rank))
-        shown = ", ".join(map(str, missing[:8])) + (", ..." if len(missing) > 8 else "")
-        notes.append(f"{len(missing)} of {world} ranks have no trace here ({shown}): their "
-                     "lateness shows only as the others' waits")
     labels = [s.label for s in first.steps]
     for r in ranks[1:]:
         mine = [s.label for s in r.steps]

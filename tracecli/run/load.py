@@ -139,9 +139,10 @@ def read_run(paths: Sequence[str], processes: Optional[int] = None) -> Run:
     found: Discovered = discover(paths)
     n = workers(len(found.files)) if processes is None else max(1, processes)
     ranks = _read_all(found.files, min(n, len(found.files)))
-    notes = _check(ranks)
     base_us = min(r.base_us for r in ranks)
-    _other_run(ranks, base_us)
+    ranks.sort(key=lambda r: r.rank)
+    _other_run(ranks, base_us)  # first: another run's rank also differs in its steps
+    notes = _check(ranks)
     if found.skipped:
         names = ", ".join(os.path.basename(p) for p in found.skipped[:4])
         notes.append(f"skipped {len(found.skipped)} JSON file(s) that are not profiler traces: "

@@ -97,6 +97,8 @@ def _groups_of(run: Run) -> tuple[dict[int, dict[int, Optional[str]]], str, list
                                f"{r.rank}'s group collectives cannot be told apart and are "
                                "matched on no rank") for r in run.ranks]
             return {}, key, lost
+    names = {one_group(r) for r in run.ranks}
+    common = names.pop() if len(names) == 1 else None  # the run's one group, by its name
     out: dict[int, dict[int, Optional[str]]] = {}
     for r in run.ranks:
         mine, only, placed = lanes.get(r.rank), one_group(r), {}
@@ -105,7 +107,9 @@ def _groups_of(run: Run) -> tuple[dict[int, dict[int, Optional[str]]], str, list
                 continue
             if c.group is not None:
                 placed[k] = c.group
-            elif not several or key.startswith("launch order"):
+            elif not several:
+                placed[k] = common
+            elif key.startswith("launch order"):
                 placed[k] = None
             elif mine is not None and c.lane in mine:
                 placed[k] = mine[c.lane]

@@ -47,7 +47,7 @@ def run_notes(report: RunReport) -> list[str]:
 
 def _missing(report: RunReport) -> list[str]:
     missing = report.missing_ranks
-    if not missing:
+    if not missing or len(report.run.ranks) < 2:
         return []
     shown = ", ".join(map(str, missing[:8])) + (", ..." if len(missing) > 8 else "")
     world = report.run.world_size

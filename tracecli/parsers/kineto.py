@@ -316,6 +316,25 @@ def build(path: str, ev: KinetoEvents, step_wanted: Optional[int] = None,
     unrecorded = [t.name for t, (th, i) in zip(tensors, grads)
                   if t.nbytes is None and _shape(th.events[i])[0] is None and shapes]
     which = "the last with a backward pass" if step_wanted is None else "--step"
+    notes = _notes(step, steps, which, clock, world, bool(ran), tensors, unrecorded, note)
+    meta = TraceMeta(rank=world.get("rank"), world_size=world.get("world_size"),
+                     backend=world.get("backend"), notes=tuple(notes), record_shapes=shapes,
+                     sizes=sizes_path if variables is not None else None)
+    ready_how = ("its backward's kernels end on the device" if clock.on_device
+                 else "its AccumulateGrad ends")
+    abilities = Abilities(ReadinessMethod.RECORDED, ComputeSource.MEASURED, VariableOrder.INDEX,
+                          f"recorded: a gradient is ready when {ready_how} ({step.label})",
+                          sizes_hint=f"{len(unrecorded)} of {len(tensors)} gradients have "
+                          f"no recorded shape: {_UNDEFINED}" if unrecorded else SIZES_HINT,
+                          framework="pytorch")
+    return Trace.build(path, FORMAT, ops, tensors, _thread_order(ops, where), meta, abilities,
+                       ran, info)
+
+
+def _notes(step: Step, steps: list[Step], which: str, clock: StepClock, world: dict,
+           ran: bool, tensors: list[Tensor], unrecorded: list[str], note: Optional[str]) -> list[str]:
+    """What a reader of the trace must know: the step picked, its clock, the run, the
+    gradients' shapes and names."""
     notes = [f"step: {step.label} ({which}; the trace holds {len(steps)}: "
              f"{', '.join(s.label for s in steps[:8])}{', ...' if len(steps) > 8 else ''})"]
     if clock.on_device:
@@ -333,21 +352,10 @@ def build(path: str, ev: KinetoEvents, step_wanted: Optional[int] = None,
                      f"gradients; {len(unrecorded)} unknown (e.g. {unrecorded[0]}; see sizes: below)")
     if note:
         notes.append(note)
-    elif tensors and shapes:
+    elif tensors and any(t.shape is not None for t in tensors):
         notes.append("names: position and shape; pass the parameter sidecar with --sizes FILE "
                      "(see the README) for the model's own names")
-    meta = TraceMeta(rank=world.get("rank"), world_size=world.get("world_size"),
-                     backend=world.get("backend"), notes=tuple(notes), record_shapes=shapes,
-                     sizes=sizes_path if variables is not None else None)
-    ready_how = ("its backward's kernels end on the device" if clock.on_device
-                 else "its AccumulateGrad ends")
-    abilities = Abilities(ReadinessMethod.RECORDED, ComputeSource.MEASURED, VariableOrder.INDEX,
-                          f"recorded: a gradient is ready when {ready_how} ({step.label})",
-                          sizes_hint=f"{len(unrecorded)} of {len(tensors)} gradients have "
-                          f"no recorded shape: {_UNDEFINED}" if unrecorded else SIZES_HINT,
-                          framework="pytorch")
-    return Trace.build(path, FORMAT, ops, tensors, _thread_order(ops, where), meta, abilities,
-                       ran, info)
+    return notes
 
 
 def _step_info(step: Step, steps: list[Step], clock: StepClock, window, ops: list[Op],

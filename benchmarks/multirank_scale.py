@@ -13,7 +13,11 @@ process tree summed (sampled from /proc every 20 ms), for a run of ``--small`` r
 ``--ranks`` ranks: under 1.5 GB, and each added rank adds only its kept records (steps and
 collectives, at most 5% of its trace's size), not its trace.
 
-    python benchmarks/multirank_scale.py [--ranks 64] [--mb 20] [--small 8]
+Then what ``--estimate`` ranks (default 1,024, the most a run may hold) would take, by the
+measured slope between the ``--small`` and the ``--ranks`` run: seconds and memory per added
+rank.
+
+    python benchmarks/multirank_scale.py [--ranks 64] [--mb 20] [--small 8] [--estimate 1024]
 """
 
 from __future__ import annotations
@@ -149,6 +153,8 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, default=64)
     parser.add_argument("--mb", type=float, default=20.0)
     parser.add_argument("--small", type=int, default=8)
+    parser.add_argument("--estimate", type=int, default=1024,
+                        help="ranks to estimate the time and memory of, by the measured slope")
     parser.add_argument("--dir", help="where to write the run (default: a temporary directory)")
     args = parser.parse_args()
     cores = os.cpu_count() or 1
@@ -200,6 +206,14 @@ def main() -> None:
               f"{per_rank:.2f} MB more per rank (what it keeps of a {trace_mb:.0f} MB trace; "
               f"bound {GROWTH_FRACTION:.0%} of it); largest process {run['largest_mb']:.0f} MB "
               f"vs {few['largest_mb']:.0f} MB: {'met' if ok_mem else 'NOT met'}")
+        slope_s = (run["seconds"] - few["seconds"]) / max(1, args.ranks - args.small)
+        extra = args.estimate - args.ranks
+        print(f"{args.estimate:,} ranks, by the measured slope ({slope_s:.3f} s and "
+              f"{per_rank:.2f} MB a rank from {args.small} to {args.ranks} ranks): about "
+              f"{run['seconds'] + slope_s * extra:.0f} s and a tree of "
+              f"{run['tree_mb'] + per_rank * extra:.0f} MB on these {cores} cores "
+              f"(target there: ({args.estimate}/{cores}) x {alone['seconds']:.2f} s x "
+              f"{TARGET_FACTOR} = {(args.estimate / cores) * alone['seconds'] * TARGET_FACTOR:.0f} s)")
 
 
 if __name__ == "__main__":

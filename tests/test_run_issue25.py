@@ -123,7 +123,7 @@ def test_a_compute_straggler_inside_backward_and_its_slow_op(reports):
         step = next(s for s in doc["steps"] if s["step"] == inj["step"])
         assert step["why"][0]["op"].startswith(inj["op"])
     text = run("inspect", RUNS / "gloo4_backward_straggler").stdout
-    assert "BackwardDelayBackward #1 (backward)" in " ".join(text.split())
+    assert "BackwardDelayBackward #1 (backward;" in " ".join(text.split())
 
 
 def test_a_25_ms_sleep_on_two_ranks_is_found_said_and_explained(reports):

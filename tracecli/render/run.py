@@ -209,12 +209,15 @@ def _why(s) -> list[str]:
         return [f"  {s.label}: rank {s.straggler} was late by {s.lost_ms:.1f} ms; no op of its "
                 "took longer than the same op on the other ranks (its collective thread, or "
                 "the host, held it)"]
-    out = [f"  {s.label}: rank {s.straggler} was late by {s.lost_ms:.1f} ms; its ops that took "
-           "longer than the same ops on the other ranks:"]
-    for w in s.why[:4]:
-        out.append(f"    +{w.added_ms:.1f} ms {w.op} ({w.kind}): {w.ms:.1f} ms against "
-                   f"{w.others_ms:.1f} ms")
+    out = [f"  {s.label}: rank {s.straggler}, late by {s.lost_ms:.1f} ms; its ops longer than "
+           "on the others:"]
+    for w in s.why[:3]:
+        name = w.op.replace(_EVALUATE, "").replace("untraced host time", "host time")
+        out.append(f"    +{w.added_ms:.1f} ms {name} ({w.kind}; {w.ms:.1f} against {w.others_ms:.1f})")
     return out
+
+
+_EVALUATE = "autograd::engine::evaluate_function: "
 
 
 def run_chrome_trace(report: RunReport) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from typing import Any, Optional, Sequence
 
 from ..model import DTYPE_BYTES, Collective, CollectiveKind, Op, Purpose
 from .kineto_device import StepClock
-from .kineto_events import Event, KinetoEvents, torch_dtype
+from .kineto_events import KinetoEvents, torch_dtype
 from .kineto_launch import Launch, collective_kind, kernel_dtype, kernel_kind, sized
 from .kineto_threads import Step, Thread, ancestor_indices, backward_window
 

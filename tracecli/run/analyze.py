@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from typing import NamedTuple, Optional, Sequence
+from typing import NamedTuple, Optional
 
 from .cause import SlowOp, slow_ops
 from .load import Run

@@ -84,21 +84,36 @@ class RunReport(NamedTuple):
         return tuple(r for r in range(world) if r not in have) if world else ()
 
 
-def _rank_times(run: Run, step_index, times: list[CollectiveTimes]) -> dict[int, RankStepTimes]:
+class _Index:
+    """The run's records by step, built once: each rank's step and its collectives, and
+    each slot's transfers."""
+
+    def __init__(self, run: Run, times: list[CollectiveTimes], keys: list[tuple]):
+        self.steps: dict = defaultdict(dict)  # step -> rank -> RankStep
+        self.collectives: dict = defaultdict(lambda: defaultdict(list))  # step -> rank -> [c]
+        for r in run.ranks:
+            for s in r.steps:
+                self.steps[s.index][r.rank] = s
+            for c in r.collectives:
+                self.collectives[c.step][r.rank].append(c)
+        self.transfers: dict = defaultdict(list)  # slot -> [(step, transfer)]
+        for t, key in zip(times, keys):
+            if t.transfer_ms is not None:
+                self.transfers[key].append((t.matched.step, t.transfer_ms))
+
+
+def _rank_times(index: _Index, step_index, times: list[CollectiveTimes]) -> dict[int, RankStepTimes]:
     per = {}
-    for r in run.ranks:
-        s = r.step_of(step_index)
-        if s is None:
-            continue
+    for rank, s in index.steps[step_index].items():
         step_ms = (s.end - s.ts) / 1000.0
-        spans = [(a, c.end_ms) for c in r.collectives if c.step == step_index
-                 and (a := arrival_ms(c)) is not None and c.end_ms is not None]
-        waits = [(a, a + t.wait_ms[r.rank]) for t in times if t.transfer_ms is not None
-                 and (c := t.matched.by_rank.get(r.rank)) and (a := arrival_ms(c)) is not None]
+        spans = [(a, c.end_ms) for c in index.collectives[step_index][rank]
+                 if (a := arrival_ms(c)) is not None and c.end_ms is not None]
+        waits = [(a, a + t.wait_ms[rank]) for t in times if t.transfer_ms is not None
+                 and (c := t.matched.by_rank.get(rank)) and (a := arrival_ms(c)) is not None]
         busy, wait = covered_within(spans, 0.0, step_ms), covered_within(waits, 0.0, step_ms)
         ops = s.ops
-        per[r.rank] = RankStepTimes(step_ms, step_ms - busy, wait, busy - wait,
-                                    ops.compute_ms if ops else None, ops.exposed_ms if ops else None)
+        per[rank] = RankStepTimes(step_ms, step_ms - busy, wait, busy - wait,
+                                  ops.compute_ms if ops else None, ops.exposed_ms if ops else None)
     return per
 
 
@@ -116,18 +131,17 @@ def _charged(times: list[CollectiveTimes], flags: list[bool]) -> tuple[dict, set
     return {r: covered(spans) for r, spans in late.items()}, flagged
 
 
-def _missing_cost(times: list[CollectiveTimes], keys: list[tuple], limits: list[Optional[float]],
-                  step) -> tuple[float, Optional[float]]:
+def _missing_cost(index: _Index, mine: list[CollectiveTimes], keys: list[tuple],
+                  limits: list[Optional[float]], step) -> tuple[float, Optional[float]]:
     """What ranks without a trace cost ``step``: its incomplete collectives whose transfer
     ran past :data:`~.noise.SLOT_FACTOR` times the same collective's median in the other
     steps by more than its lateness threshold (the wait the present ranks shared, as a
     late present rank's would be), overlaps once; and the threshold used."""
     spans, used = [], None
-    for t, key, limit in zip(times, keys, limits):
-        if t.matched.step != step or t.complete or t.transfer_ms is None:
+    for t, key, limit in zip(mine, keys, limits):
+        if t.complete or t.transfer_ms is None:
             continue
-        others = [o.transfer_ms for o, k in zip(times, keys) if k == key
-                  and o.matched.step != step and o.transfer_ms is not None]
+        others = [ms for s, ms in index.transfers[key] if s != step]
         if not others:
             continue
         base = statistics.median(others)
@@ -140,9 +154,8 @@ def _missing_cost(times: list[CollectiveTimes], keys: list[tuple], limits: list[
     return covered(spans), used
 
 
-def _step_report(run: Run, ref, mine: list[CollectiveTimes], limits: list[Optional[float]],
-                 everything: list[CollectiveTimes], every_key: list[tuple],
-                 every_limit: list[Optional[float]]) -> StepReport:
+def _step_report(index: _Index, ref, mine: list[CollectiveTimes], limits: list[Optional[float]],
+                 keys: list[tuple]) -> StepReport:
     flags = [lim is not None and t.lateness_ms > lim for t, lim in zip(mine, limits)]
     charged, flagged = _charged(mine, flags)
     straggler, lost, noise, missing = None, 0.0, None, False
@@ -155,24 +168,27 @@ def _step_report(run: Run, ref, mine: list[CollectiveTimes], limits: list[Option
         noise = nearest[1]
     absent = sorted({r for t in mine for r in t.matched.missing})
     if absent:
-        cost, limit = _missing_cost(everything, every_key, every_limit, ref.index)
+        cost, limit = _missing_cost(index, mine, keys, limits, ref.index)
         if cost > lost:
             straggler, lost, noise, missing = absent[0], cost, limit, True
-    why = tuple(slow_ops(run.ranks, straggler, ref.index)) if straggler is not None and not missing else ()
+    why = ()
+    if straggler is not None and not missing:
+        why = tuple(slow_ops(index.steps[ref.index], straggler))
     return StepReport(ref.index, ref.label, straggler, lost, noise,
-                      _rank_times(run, ref.index, mine), charged, missing, why)
+                      _rank_times(index, ref.index, mine), charged, missing, why)
 
 
 def _steps(run: Run, times: list[CollectiveTimes], limits: list) -> list[StepReport]:
     keys = slots(times)
+    index = _Index(run, times, keys)
     by_step: dict = defaultdict(list)
     for t, lim, key in zip(times, limits, keys):
         by_step[t.matched.step].append((t, lim, key))
     reports = []
     for ref in run.ranks[0].steps:
         mine = by_step.get(ref.index, [])
-        reports.append(_step_report(run, ref, [m[0] for m in mine], [m[1] for m in mine],
-                                    times, keys, limits))
+        reports.append(_step_report(index, ref, [m[0] for m in mine], [m[1] for m in mine],
+                                    [m[2] for m in mine]))
     return reports
 
 

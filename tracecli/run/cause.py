@@ -12,9 +12,9 @@ the backward op that ran long.
 from __future__ import annotations
 
 import statistics
-from typing import NamedTuple, Optional, Sequence
+from typing import Mapping, NamedTuple
 
-from .extract import RankData
+from .extract import RankStep
 
 __all__ = ["SlowOp", "slow_ops", "MIN_ADDED_MS", "TOP"]
 
@@ -30,14 +30,14 @@ class SlowOp(NamedTuple):
     added_ms: float
 
 
-def slow_ops(ranks: Sequence[RankData], late: int, step: Optional[int]) -> list[SlowOp]:
-    """The late rank's ops in ``step`` ranked by the time they added over the others'."""
+def slow_ops(steps: Mapping[int, RankStep], late: int) -> list[SlowOp]:
+    """The late rank's ops in one step (``steps``: each rank's record of it) ranked by the
+    time they added over the others'."""
     mine, theirs = None, []
-    for r in ranks:
-        s = r.step_of(step)
-        if s is None or s.ops is None:
+    for rank, s in steps.items():
+        if s.ops is None:
             continue
-        if r.rank == late:
+        if rank == late:
             mine = s.ops
         else:
             theirs.append(s.ops.by_key())

@@ -22,7 +22,10 @@ made again until no more are flagged (so two stragglers in two steps do not hide
 other). A step's straggler is then the rank charged most among those with a flagged
 collective in it (:mod:`.analyze`). The JSON gives each collective's threshold.
 
-A run of one step has no other steps: its samples are the step's other collectives.
+A run of one step has no other steps: its samples are then all its collectives (and the
+slot and rank samples are empty); past :data:`LEAVE_ONE_OUT_STEPS` steps, the samples hold
+every step (one step's share of a median over so many is negligible, and leaving each out
+in turn would cost the square of the run's collectives).
 """
 
 from __future__ import annotations
@@ -33,12 +36,14 @@ from typing import Optional, Sequence
 
 from .times import CollectiveTimes
 
-__all__ = ["slots", "thresholds", "limit_of", "FLOOR_MS", "K", "SLOT_FACTOR", "MAX_ROUNDS"]
+__all__ = ["slots", "thresholds", "limit_of", "FLOOR_MS", "K", "SLOT_FACTOR", "MAX_ROUNDS",
+           "LEAVE_ONE_OUT_STEPS"]
 
 FLOOR_MS = 1.0
 K = 15.0
 SLOT_FACTOR = 4.0
 MAX_ROUNDS = 8
+LEAVE_ONE_OUT_STEPS = 16  # past this many steps, one step's share of a median is negligible
 
 
 def slots(times: Sequence[CollectiveTimes]) -> list[tuple]:
@@ -68,36 +73,60 @@ def limit_of(sample: list[float]) -> Optional[float]:
     return mid + K * 1.4826 * mad
 
 
-def _threshold(k: int, times: Sequence[CollectiveTimes], same_slot: list[int],
-               used: list[bool]) -> float:
-    t = times[k]
-    step = t.matched.step
-    others = [i for i in same_slot if times[i].matched.step != step and used[i]]
-    pool = [i for i, o in enumerate(times) if used[i] and o.last is not None
-            and o.matched.step != step]
-    if not others and not pool:  # one step: the step's other collectives
-        pool = [i for i, o in enumerate(times) if i != k and used[i] and o.last is not None]
-    limits = [FLOOR_MS, limit_of([times[i].lateness_ms for i in pool]) or 0.0]
-    if others:
-        limits.append(SLOT_FACTOR * statistics.median(times[i].lateness_ms for i in others))
-        limits.append(SLOT_FACTOR * statistics.median(
-            times[i].lateness_ms if times[i].last == t.last else 0.0 for i in others))
-    return max(limits)
+def _round(times: Sequence[CollectiveTimes], keys: list[tuple],
+           used: list[bool]) -> list[Optional[float]]:
+    """Every collective's threshold from the samples ``used`` leaves in."""
+    steps = {t.matched.step for t in times}
+    every = len(steps) == 1 or len(steps) > LEAVE_ONE_OUT_STEPS  # no step left out
+    values: list[float] = []
+    by_step: dict = defaultdict(list)
+    by_slot: dict = defaultdict(list)
+    for k, t in enumerate(times):
+        if used[k]:
+            values.append(t.lateness_ms)
+            by_step[t.matched.step].append(t.lateness_ms)
+            by_slot[keys[k]].append((t.matched.step, t.lateness_ms, t.last))
+    pooled = {}
+    for step in steps:
+        if every:
+            pooled[step] = limit_of(values)
+        else:
+            mine = sorted(by_step.get(step, ()))
+            pooled[step] = limit_of(_without(sorted(values), mine))
+    out: list[Optional[float]] = []
+    for k, t in enumerate(times):
+        if t.last is None:
+            out.append(None)
+            continue
+        step = t.matched.step
+        others = [e for e in by_slot.get(keys[k], ()) if every or e[0] != step]
+        limits = [FLOOR_MS, pooled.get(step) or 0.0]
+        if others and len(steps) > 1:
+            limits.append(SLOT_FACTOR * statistics.median(e[1] for e in others))
+            limits.append(SLOT_FACTOR * statistics.median(e[1] if e[2] == t.last else 0.0
+                                                          for e in others))
+        out.append(max(limits))
+    return out
+
+
+def _without(values: list[float], remove: list[float]) -> list[float]:
+    """Sorted ``values`` less the (sorted) ``remove``, each once."""
+    out, j = [], 0
+    for v in values:
+        if j < len(remove) and v == remove[j]:
+            j += 1
+            continue
+        out.append(v)
+    return out
 
 
 def thresholds(times: Sequence[CollectiveTimes]) -> list[Optional[float]]:
     """Each collective's threshold for its last rank's lateness (``None`` without one)."""
     keys = slots(times)
-    by_slot: dict[tuple, list[int]] = defaultdict(list)
-    for k, key in enumerate(keys):
-        if times[k].last is not None:
-            by_slot[key].append(k)
     used = [t.last is not None for t in times]
     out: list[Optional[float]] = [None] * len(times)
     for _ in range(MAX_ROUNDS):
-        for k, t in enumerate(times):
-            if t.last is not None:
-                out[k] = _threshold(k, times, by_slot[keys[k]], used)
+        out = _round(times, keys, used)
         kept = [u and t.lateness_ms <= out[k] for k, (u, t) in enumerate(zip(used, times))]
         if kept == used:
             break

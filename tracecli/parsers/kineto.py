@@ -31,11 +31,11 @@ from typing import Any, Optional, Sequence
 
 from ..errors import SizesError, TraceFormatError
 from ..model import (
-    DTYPE_BYTES, Abilities, ComputeSource, EdgeKind, Link, Op, OpKind, Purpose,
-    ReadinessMethod, StepInfo, Tensor, TensorKind, Trace, TraceMeta, VariableOrder,
+    DTYPE_BYTES, Abilities, ComputeSource, EdgeKind, Link, Op, OpKind, ReadinessMethod, Tensor, TensorKind, Trace, TraceMeta, VariableOrder,
 )
 from .kineto_collectives import collectives, launched_by, launches, pair_runs
 from .kineto_device import DeviceClock, StepClock, step_clock
+from .kineto_step import notes_of, step_info
 from .kineto_events import Event, KinetoEvents, torch_dtype
 from .kineto_threads import (
     ACCUMULATE, EVALUATE, STEP_PREFIX, Step, Thread, ancestor_indices, backward_window, find_steps,
@@ -48,12 +48,6 @@ FORMAT = "kineto"
 SIZES_HINT = ("the trace records no shapes; profile with "
               "torch.profiler.profile(record_shapes=True, ...)")
 MAX_GRADIENT_BYTES = 1 << 50
-DEVICE_NOTE = ("times: the device's (kernels linked to their host ops by correlation id): "
-               "an op lasts from when the device had done the work launched before it to "
-               "when it had done its own; the update is the device's time from the end of "
-               "backward and its all-reduces to the step's end (the optimizer, and any wait "
-               "for the host); the host's times are not used")
-
 
 def looks_like(head: str) -> bool:
     """A JSON object: what ``export_chrome_trace`` writes."""
@@ -199,7 +193,7 @@ def _fill_unrecorded(named: list[Tensor], unknown: list[int], by_sig: dict, side
 
 
 def _ops(threads, step: Step, grads: list[tuple[Thread, int]],
-         clock: StepClock) -> tuple[list[Op], dict]:
+         clock: StepClock) -> tuple[list[Op], dict, list[float]]:
     """Forward, backward, gradient and update ops of ``step``, in start order, timed on
     the step's ``clock`` (the device's, on a GPU trace)."""
     picked: list[tuple[Event, OpKind, str, Any]] = []
@@ -224,14 +218,15 @@ def _ops(threads, step: Step, grads: list[tuple[Thread, int]],
                 picked.append((e, OpKind.FORWARD, e.name, (main, i)))
     picked.sort(key=lambda p: (p[0].ts, p[0].line))
     ops, where = [], {}
+    started = [(e.ts - step.ts) / 1000.0 for e, *_ in picked]  # the host's, for launched_by
     for position, (e, kind, name, place) in enumerate(picked):
         outputs = (f"g{gradient_of[id(e)]}",) if kind is OpKind.GRADIENT else ()
-        start_ms, dur_ms = clock.span_ms(e.ts, e.end)
+        start_ms, dur_ms = clock.span_ms(e.ts, e.dur)
         op = Op(f"op{position}", kind, name, e.line, position, outputs=outputs,
                 start_ms=start_ms, dur_ms=dur_ms)
         ops.append(op)
         where[(id(place[0]), place[1])] = op.id
-    return ops, where
+    return ops, where, started
 
 
 def _pair_forward_backward(ops: list[Op], where: dict, threads, flows) -> list[Op]:
@@ -304,19 +299,21 @@ def build(path: str, ev: KinetoEvents, step_wanted: Optional[int] = None,
     device = DeviceClock(ev)
     clocks = [step_clock(device, s.label, s.ts, s.end) for s in steps]
     clock = clocks[steps.index(step)]
-    ops, where = _ops(threads, step, grads, clock)
+    ops, where, started = _ops(threads, step, grads, clock)
     ops = _pair_forward_backward(ops, where, threads, ev.flows)
     issued = launches(threads)
     pair_runs(issued, ev, threads)
-    ran = launched_by(collectives(issued, steps, threads, clocks), ops, step)
+    launched: list[float] = []
+    ran = launched_by(collectives(issued, steps, threads, clocks, launched), launched, ops,
+                      started, step)
     window = backward_window(threads, step)
     world = _world(ev.top)
-    info = _step_info(step, steps, clock, window, ops, ran, world.get("world_size"))
+    info = step_info(step, steps, clock, window, ops, ran, world.get("world_size"))
     shapes = any(t.shape is not None for t in tensors)
     unrecorded = [t.name for t, (th, i) in zip(tensors, grads)
                   if t.nbytes is None and _shape(th.events[i])[0] is None and shapes]
     which = "the last with a backward pass" if step_wanted is None else "--step"
-    notes = _notes(step, steps, which, clock, world, bool(ran), tensors, unrecorded, note)
+    notes = notes_of(step, steps, which, clock, world, bool(ran), tensors, unrecorded, note)
     meta = TraceMeta(rank=world.get("rank"), world_size=world.get("world_size"),
                      backend=world.get("backend"), notes=tuple(notes), record_shapes=shapes,
                      sizes=sizes_path if variables is not None else None)
@@ -329,53 +326,6 @@ def build(path: str, ev: KinetoEvents, step_wanted: Optional[int] = None,
                           framework="pytorch")
     return Trace.build(path, FORMAT, ops, tensors, _thread_order(ops, where), meta, abilities,
                        ran, info)
-
-
-def _notes(step: Step, steps: list[Step], which: str, clock: StepClock, world: dict,
-           ran: bool, tensors: list[Tensor], unrecorded: list[str], note: Optional[str]) -> list[str]:
-    """What a reader of the trace must know: the step picked, its clock, the run, the
-    gradients' shapes and names."""
-    notes = [f"step: {step.label} ({which}; the trace holds {len(steps)}: "
-             f"{', '.join(s.label for s in steps[:8])}{', ...' if len(steps) > 8 else ''})"]
-    if clock.on_device:
-        notes.append(DEVICE_NOTE)
-    if world:
-        notes.append("distributed: " + ", ".join(f"{k} {v}" for k, v in world.items()))
-    if (world.get("world_size") or 0) > 1 and ran:
-        notes.append(f"one rank of {world['world_size']}: its step, compute and collective "
-                     "times are its own, each collective's an upper bound on its transfer; "
-                     "they include waiting for the slowest rank, so this trace cannot tell "
-                     "wait from transfer nor which rank was late; inspect every rank's trace "
-                     "together (tracecli inspect RUN_DIR) for that")
-    if unrecorded:
-        notes.append(f"shapes: recorded for {len(tensors) - len(unrecorded)} of {len(tensors)} "
-                     f"gradients; {len(unrecorded)} unknown (e.g. {unrecorded[0]}; see sizes: below)")
-    if note:
-        notes.append(note)
-    elif tensors and any(t.shape is not None for t in tensors):
-        notes.append("names: position and shape; pass the parameter sidecar with --sizes FILE "
-                     "(see the README) for the model's own names")
-    return notes
-
-
-def _step_info(step: Step, steps: list[Step], clock: StepClock, window, ops: list[Op],
-               ran: list, world: Optional[int]) -> StepInfo:
-    """The traced step on its clock. On the device, the update is the device's time from
-    the end of backward and of the step's gradient reductions to the step's end: the
-    optimizer's kernels and the time the device waited for the host to launch them, so
-    that the step's schedule adds up to the device's step."""
-    duration = (clock.end - clock.origin) / 1000.0
-    backward = None if window is None else (clock.ms(window[0]), clock.ms(window[1]))
-    updates = [op.dur_ms for op in ops if op.kind is OpKind.UPDATE]
-    update = sum(updates) if updates else None
-    if clock.on_device and backward is not None:
-        ends = [c.end_ms for c in ran if c.step == step.index and c.end_ms is not None
-                and c.purpose is Purpose.GRADIENTS]
-        update = max(duration - max([backward[1]] + ends), 0.0)
-    return StepInfo(step.label, step.index, duration,
-                    None if backward is None else backward[0],
-                    None if backward is None else backward[1],
-                    update, tuple(s.label for s in steps), world)
 
 
 def _thread_order(ops: list[Op], where: dict) -> list[Link]:

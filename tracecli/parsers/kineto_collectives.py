@@ -148,9 +148,10 @@ def purpose(l: Launch, backward: Optional[tuple[float, float]], after: bool = Fa
 
 
 def collectives(launches: list[Launch], steps: list[Step], threads,
-                clocks: Sequence[StepClock]) -> list[Collective]:
+                clocks: Sequence[StepClock], launched: Optional[list] = None) -> list[Collective]:
     """Every collective launched within a profiled step, timed on that step's clock
-    (``clocks[k]`` is ``steps[k]``'s)."""
+    (``clocks[k]`` is ``steps[k]``'s); ``launched`` receives each one's launch in ms from
+    its host step's start."""
     result = []
     starts = [s.ts for s in steps]
     windows = {id(s): backward_window(threads, s) for s in steps}
@@ -166,6 +167,8 @@ def collectives(launches: list[Launch], steps: list[Step], threads,
         step = steps[k]
         why = purpose(l, windows[id(step)], k not in during)
         result.append(record(l, f"c{len(result)}", step.index, why, clocks[k]))
+        if launched is not None:
+            launched.append((l.event.ts - step.ts) / 1000.0)
     return result
 
 
@@ -179,7 +182,7 @@ def record(l: Launch, cid: str, step: Optional[int], why: Purpose, clock: StepCl
         if run.cat == "kernel" or not clock.on_device:
             start, end = clock.recorded_ms(run.ts), clock.recorded_ms(run.end)
         else:
-            start, dur = clock.span_ms(run.ts, run.end)
+            start, dur = clock.span_ms(run.ts, run.dur)
             end = start + dur
     nbytes = None
     if l.elements is not None and l.dtype is not None:
@@ -193,13 +196,15 @@ def record(l: Launch, cid: str, step: Optional[int], why: Purpose, clock: StepCl
                       line=l.event.line)
 
 
-def launched_by(collectives: list[Collective], ops: list[Op], step: Step) -> list[Collective]:
-    """The op during or right after which each of the step's collectives was launched."""
-    starts = [op.start_ms for op in ops]
+def launched_by(collectives: list[Collective], launched_ms: Sequence[float], ops: list[Op],
+                started_ms: Sequence[float], step: Step) -> list[Collective]:
+    """The op during or right after which each of the step's collectives was launched, by
+    the host's times (``launched_ms``, ``started_ms``: ms from the host's step start; on a
+    GPU trace the records' own times are the device's, where many ops share one)."""
     result = []
-    for c in collectives:
+    for c, at in zip(collectives, launched_ms):
         if c.step == step.index and ops:
-            k = bisect.bisect_right(starts, c.launch_ms) - 1
+            k = bisect.bisect_right(started_ms, at) - 1
             if k >= 0:
                 c = c._replace(op=ops[k].id)
         result.append(c)

@@ -116,10 +116,13 @@ class StepClock(NamedTuple):
         done = self.device.at(t)
         return max(done - self.origin, 0.0) / 1000.0 if done is not None else 0.0
 
-    def span_ms(self, ts: float, end: float) -> tuple[float, float]:
-        """A host op's ``(start_ms, dur_ms)`` on this clock."""
+    def span_ms(self, ts: float, dur: float) -> tuple[float, float]:
+        """A host op's ``(start_ms, dur_ms)`` on this clock (it began at ``ts`` and lasted
+        ``dur`` us on the host)."""
+        if self.device is None:
+            return (ts - self.origin) / 1000.0, dur / 1000.0
         start = self.ms(ts)
-        return start, max(self.ms(end) - start, 0.0)
+        return start, max(self.ms(ts + dur) - start, 0.0)
 
     def recorded_ms(self, t: float) -> float:
         """A time the trace recorded on this clock (a kernel's on the device) as ms."""

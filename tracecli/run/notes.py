@@ -18,7 +18,7 @@ SHOWN_UNMATCHED = 8
 
 def run_notes(report: RunReport) -> list[str]:
     run = report.run
-    notes = list(run.notes)
+    notes = _missing(report) + list(run.notes)
     if len(run.ranks) == 1:
         r = run.ranks[0]
         world = f" of a world of {r.world_size}" if r.world_size else ""
@@ -26,7 +26,6 @@ def run_notes(report: RunReport) -> list[str]:
                      "own (each duration an upper bound on the transfer), but they include "
                      "the time it waited for the other ranks; wait, transfer, stragglers and "
                      "clock offsets need every rank's trace (pass the run's directory)")
-    notes += _missing(report)
     lost = [t for t in report.collectives if t.transfer_ms is None and len(t.matched.by_rank) > 1]
     if lost:
         notes.append(f"{len(lost)} matched collectives lack an execution on some rank (the "
@@ -47,9 +46,12 @@ def run_notes(report: RunReport) -> list[str]:
 
 def _missing(report: RunReport) -> list[str]:
     missing = report.missing_ranks
-    if not missing or len(report.run.ranks) < 2:
+    if not missing:
         return []
     shown = ", ".join(map(str, missing[:8])) + (", ..." if len(missing) > 8 else "")
+    if len(report.run.ranks) < 2:
+        return [f"{len(missing)} of {report.run.world_size} ranks have no trace here ({shown}): "
+                "their lateness shows only as the others' waits"]
     world = report.run.world_size
     late = [s for s in report.steps if s.straggler_missing]
     said = (f"missing ranks: {len(missing)} of {world} ranks have no trace here ({shown}); "

@@ -140,7 +140,7 @@ def step_ops(threads: dict[Any, Thread], step: Step, clock: StepClock,
         rows.append((a, b, name if not counts[name] else f"{name} ({counts[name] + 1})", "untraced"))
         counts[name] += 1
     rows.sort(key=lambda r: r[0])
-    spans = [clock.span_ms(a, b) for a, b, _, _ in rows]
+    spans = [clock.span_ms(a, b - a) for a, b, _, _ in rows]
     keys = tuple(r[2] for r in rows)
     kinds = tuple(r[3] for r in rows)
     keys, kinds = seen.setdefault(keys, keys), seen.setdefault(kinds, kinds)

@@ -31,6 +31,7 @@ __all__ = ["RankStep", "RankData", "read_rank", "rank_from_name", "MAX_TRACE_BYT
 
 MAX_TRACE_BYTES = 16 << 30  # the streaming reader's own bound (decompressed)
 MAX_RANK = 1 << 20
+MAX_GROUP_RANKS = 1 << 20  # groups in pg_config, ranks in a group, a rank's number
 _NAME_RANK = re.compile(r"(?:^|[^a-z0-9])(?:rank|worker)[-_]?(\d{1,7})(?![0-9])", re.I)
 
 
@@ -119,12 +120,13 @@ def _group_ranks(path: str, top: dict) -> tuple[tuple[str, tuple[int, ...]], ...
     if not isinstance(config, list):
         return ()
     out = []
-    for g in config[:MAX_RANK]:
+    for g in config[:MAX_GROUP_RANKS]:
         if not isinstance(g, dict) or not isinstance(g.get("pg_name"), str):
             continue
         ranks = g.get("ranks")
-        if isinstance(ranks, list) and len(ranks) <= MAX_RANK and all(
-                isinstance(r, int) and not isinstance(r, bool) and 0 <= r <= MAX_RANK for r in ranks):
+        if isinstance(ranks, list) and len(ranks) <= MAX_GROUP_RANKS and all(
+                isinstance(r, int) and not isinstance(r, bool) and 0 <= r <= MAX_GROUP_RANKS
+                for r in ranks):
             out.append((g["pg_name"][:256], tuple(ranks)))
     return tuple(out)
 

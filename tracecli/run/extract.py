@@ -31,7 +31,6 @@ __all__ = ["RankStep", "RankData", "read_rank", "rank_from_name", "MAX_TRACE_BYT
 
 MAX_TRACE_BYTES = 16 << 30  # the streaming reader's own bound (decompressed)
 MAX_RANK = 1 << 20
-MAX_GROUP_RANKS = 1 << 20  # groups in pg_config, ranks in a group, a rank's number
 _NAME_RANK = re.compile(r"(?:^|[^a-z0-9])(?:rank|worker)[-_]?(\d{1,7})(?![0-9])", re.I)
 
 
@@ -110,6 +109,9 @@ def _world(path: str, top: dict) -> tuple[Optional[int], Optional[int], Optional
     backend = info.get("backend")
     return (_int(info, "rank", MAX_RANK), _int(info, "world_size", MAX_RANK),
             backend[:40] if isinstance(backend, str) else None, _int(info, "pg_count", MAX_RANK))
+
+
+MAX_GROUP_RANKS = 1 << 20  # groups in pg_config, ranks in a group, a rank's number
 
 
 def _group_ranks(path: str, top: dict) -> tuple[tuple[str, tuple[int, ...]], ...]:

@@ -35,14 +35,29 @@ from conftest import FIXTURES, run
 from tracecli.run import analyze_run
 
 RUNS = FIXTURES / "multirank"
-# issue 16's cases (generate.py); issue 25's (generate25.py, derive_gpu.py: "issue": 25 in
-# their truth.json) have another schema and are not yet read by tracecli
+# issue 16's cases (generate.py) and issue 25's real gloo runs of one data-parallel model
+# (generate25.py, kind "mlp": the 25 ms sleep and its clean twin, the backward spins, the
+# missing rank, the diff pair); issue 25's other kinds have their own tests
+# (test_run_issue25.py), as truth.json says what they hold differently
 CASES = sorted(p.name for p in RUNS.iterdir() if (p / "truth.json").is_file()
-               and "issue" not in json.loads((p / "truth.json").read_text()))
+               and json.loads((p / "truth.json").read_text()).get("kind", "mlp") == "mlp")
 
 
 def truth(case: str) -> dict:
     return json.loads((RUNS / case / "truth.json").read_text())
+
+
+def injected(t: dict) -> list[dict]:
+    """Each injected delay as ``{step, rank, slept_ms, kind}`` (issue 16 calls them
+    ``stragglers``, issue 25 ``injected``)."""
+    if "stragglers" in t:
+        return [dict(s, kind="sleep_before_backward") for s in t["stragglers"]]
+    return [{"step": i["step"], "rank": i["rank"], "slept_ms": i["measured_ms"], "kind": i["kind"]}
+            for i in t.get("injected", [])]
+
+
+def present(t: dict) -> list[int]:
+    return sorted(int(r) for r in t["files"])
 
 
 @pytest.fixture(scope="module")
@@ -51,13 +66,15 @@ def reports():
 
 
 def test_the_cases_are_there():
-    assert {"gloo2_straggler", "gloo4_straggler_offsets", "gloo2_clean"} <= set(CASES)
+    assert {"gloo2_straggler", "gloo4_straggler_offsets", "gloo2_clean", "gloo2_sleep25",
+            "gloo2_clean_twin", "gloo4_backward_straggler", "gloo4_missing_rank"} <= set(CASES)
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_every_rank_and_step_is_read(reports, case):
     t, r = truth(case), reports[case]
-    assert r.ranks == list(range(t["world_size"]))
+    assert r.ranks == present(t)
+    assert list(r.missing_ranks) == t.get("missing_ranks", [])
     assert [s.step for s in r.steps] == t["steps_present"]
     assert not r.matching.unmatched
     assert r.collectives
@@ -84,34 +101,47 @@ def truth_lateness(t: dict, step: int) -> dict[int, float]:
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_the_injected_straggler_is_found(reports, case):
+def test_the_injected_straggler_is_found_and_clean_steps_stay_clean(reports, case):
+    """The injected rank is the straggler of its step (a missing one too, said as missing);
+    every other step of every case has none: a noise model per collective and per rank,
+    not one floor for the run (on 2 ranks a 25 ms sleep passes; clean steps' lateness,
+    up to 16 ms on these loaded hosts, does not)."""
     t, r = truth(case), reports[case]
-    found = {s.step: s.straggler for s in r.steps}
-    for inj in t["stragglers"]:
-        assert found[inj["step"]] == inj["rank"]
-    if not t["stragglers"] and case == "gloo2_clean":
-        assert set(found.values()) == {None}
+    found = {s.step: (s.straggler, s.straggler_missing) for s in r.steps}
+    late = {inj["step"]: inj["rank"] for inj in injected(t)}
+    for step, (rank, missing) in found.items():
+        assert rank == late.get(step), (step, rank)
+        assert missing == (rank in t.get("missing_ranks", []))
+    for s in r.steps:
+        assert s.noise_ms is not None and s.noise_ms >= 1.0
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", [c for c in CASES if not truth(c).get("missing_ranks")])
 def test_lateness_per_rank_and_step_is_the_truths(reports, case):
     t, r = truth(case), reports[case]
     noise = t["noise"]["trace_gloo_all_reduce_ms"]["wait"]["max"]
     for s in r.steps:
         expected = truth_lateness(t, s.step)
         for rank in set(expected) | set(s.charged_ms):
-            assert s.charged_ms.get(rank, 0.0) == pytest.approx(expected.get(rank, 0.0), abs=noise)
+            # each collective charged to the rank may be off by the noise (gradients ready
+            # is not yet arrived; a gloo thread can join late on a loaded host)
+            n = sum(1 for c in r.collectives if c.matched.step == s.step and c.last == rank
+                    and c.lateness_ms > 0)
+            assert s.charged_ms.get(rank, 0.0) == pytest.approx(expected.get(rank, 0.0),
+                                                                abs=noise * max(n, 1))
         if s.straggler is not None and s.straggler != max(expected, key=expected.get):
             # not the rank whose gradients were ready last: then its gloo thread joined
             # late (a loaded host's scheduling), by no more than the run's measured noise
             assert s.lost_ms - expected.get(s.straggler, 0.0) <= noise
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", [c for c in CASES if not truth(c).get("missing_ranks")])
 def test_the_injected_delay_is_in_the_others_waits(reports, case):
     t, r = truth(case), reports[case]
     noise = t["noise"]["trace_gloo_all_reduce_ms"]["wait"]["max"]
-    for inj in t["stragglers"]:
+    for inj in injected(t):
+        if inj["kind"] != "sleep_before_backward":
+            continue  # a spin inside backward: see test_run_issue25
         step = next(s for s in r.steps if s.step == inj["step"])
         behind = t["steps"][str(inj["step"])]["backward_start_behind_last_ms"]
         others = [int(k) for k in behind if int(k) != inj["rank"]]
@@ -126,14 +156,19 @@ def test_clock_offsets_are_recovered(reports, case):
     t, r = truth(case), reports[case]
     spread_us = 1000.0 * t["noise"]["trace_gloo_all_reduce_ms"]["end_spread_true_clock"]["max"]
     for rank, offset in t["clock_offset_us"].items():
-        assert r.clock_offset_us[int(rank)] == pytest.approx(offset, abs=spread_us)
+        if int(rank) in r.ranks:
+            assert r.clock_offset_us[int(rank)] == pytest.approx(offset, abs=spread_us)
 
 
 def test_two_unnamed_process_groups_are_matched_and_said(reports):
-    r = reports["gloo2_twogroups"]  # a committed fixture: missing is a failure, not a skip
-    assert "several process groups" in r.matching.key
-    sizes = {t.matched.first.elements for t in r.collectives}
-    assert 4096 in sizes  # the second group's all-reduce (generate.py), matched on both ranks
+    # a committed fixture: missing is a failure, not a skip
+    r, t = reports["gloo2_twogroups"], truth("gloo2_twogroups")
+    assert "gloo's groups from their threads" in r.matching.key
+    second = t["second_group"]
+    groups = {c.matched.first.elements: c.matched.group for c in r.collectives}
+    # the second group's all-reduce (generate.py), matched on both ranks, on its own group
+    assert groups[second["elements"]] == second["pg_name"]
+    assert {g for e, g in groups.items() if e != second["elements"]} == {t["default_group_pg_name"]}
 
 
 def test_inspect_run_json_and_text(tmp_path, monkeypatch):

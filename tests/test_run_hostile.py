@@ -74,7 +74,8 @@ def test_inspect_run_json_has_the_documented_keys(pair):
     assert set(doc["clock_offset_us"]) == {"0", "1"} and doc["clock_offset_us"]["0"] == 0.0
     for s in doc["steps"]:
         assert {"step", "straggler", "lost_ms", "ranks"} <= set(s)
-        assert set(s["ranks"]["0"]) == {"step_ms", "compute_ms", "wait_ms", "transfer_ms"}
+        assert set(s["ranks"]["0"]) == {"step_ms", "compute_ms", "wait_ms", "transfer_ms",
+                                        "busy_ms", "exposed_ms"}
     for c in doc["collectives"]:
         assert {"step", "index", "kind", "purpose", "elements", "dtype", "transfer_ms",
                 "wait_ms", "last"} <= set(c)
@@ -167,12 +168,19 @@ def test_a_symlink_loop(tmp_path):
 
 
 def test_several_unnamed_groups_are_not_matched_silently(pair):
+    """Two groups of both ranks in pg_config, one group's threads in the trace, the same
+    collectives on both ranks: which group they ran on cannot be told (both fit)."""
+    groups = [{"pg_name": name, "pg_desc": "", "backend_config": "cpu:gloo", "pg_size": 2,
+               "ranks": [0, 1]} for name in ("0", "1")]
     for rank in (0, 1):
-        write(pair / f"rank{rank}.json.gz", rank_doc(rank, pg_count=2))
+        write(pair / f"rank{rank}.json.gz", rank_doc(rank, pg_count=2, pg_config=groups))
     report = analyze_run([str(pair)], processes=1)
     assert not report.collectives
-    assert report.matching.unmatched
-    assert all("2 process groups" in u.reason for u in report.matching.unmatched)
+    assert {u.reason.split("'")[0] for u in report.matching.unmatched} == {"rank 0", "rank 1"}
+    assert all("pg_config" in u.reason for u in report.matching.unmatched)
+    for rank in (0, 1):  # pg_config lists only the groups a rank is in (torch 2.13): one group
+        write(pair / f"rank{rank}.json.gz", rank_doc(rank, pg_count=2))
+    assert analyze_run([str(pair)], processes=1).collectives
 
 
 def test_the_a100_sample_alone_says_what_one_rank_cannot(tmp_path):

@@ -124,17 +124,19 @@ def test_order_matching_that_pairs_different_collectives_is_said():
     """Hand-made ranks (times in us): rank 1's trace lost its first collective, all are one
     size, so order matching pairs rank 0's k-th with rank 1's (k+1)-th. The collectives come
     in close pairs, so no clock offset lines the wrong pairs up; the report says so."""
+    from tracecli.model import Collective, CollectiveKind, Purpose
     from tracecli.run.analyze import analyze
-    from tracecli.run.extract import RankCollective, RankData, RankStep
+    from tracecli.run.extract import RankData, RankStep
     from tracecli.run.load import Run
     from tracecli.run.match import match
 
     def rank(r, starts):
-        colls = tuple(RankCollective(0, "allreduce", "gradients", 1000, "float32", None, None,
-                                     s, s, s + 5_000.0, "cpu", k + 1)
+        colls = tuple(Collective(f"c{k}", CollectiveKind.ALL_REDUCE, 0, 1000, "float32", 4000,
+                                 s / 1000, s / 1000, s / 1000 + 5.0, Purpose.GRADIENTS,
+                                 lane="7", line=k + 1)
                       for k, s in enumerate(starts))
-        return RankData(f"rank{r}.json", r, "distributedInfo", 2, "gloo", 1, True, 0,
-                        (RankStep(0, "ProfilerStep#0", 0.0, 1e6, None),), colls, 0)
+        return RankData(f"rank{r}.json", r, "distributedInfo", 2, "gloo", 1, (), 0,
+                        (RankStep(0, "ProfilerStep#0", 0.0, 1e6, None, False),), colls, 0)
 
     times = [0.0, 10_000.0, 200_000.0, 210_000.0, 400_000.0, 410_000.0, 600_000.0]
     run = Run("hand-made", (rank(0, times[:-1]), rank(1, times[1:])), 0, (), ())
@@ -143,3 +145,28 @@ def test_order_matching_that_pairs_different_collectives_is_said():
     assert any("no time all ranks spent" in n for n in report.notes), report.notes
     right = Run("hand-made", (rank(0, times), rank(1, times)), 0, (), ())
     assert not any("no time all ranks spent" in n for n in analyze(right, match(right)).notes)
+
+
+def test_one_collective_too_many_is_said_and_the_rest_of_the_step_matched(tmp_path):
+    """Rank 1 launched one more all-reduce (7 elements) between the step's two: that one is
+    said in one sentence naming rank and line, and matching resumes: every other collective
+    of the run is matched (issue 25 item 1)."""
+    write(tmp_path / "rank0.json.gz", rank_doc(0))
+    d = rank_doc(1)
+    events = d["traceEvents"]
+    first = min((e for e in events if e.get("name") == "c10d::allreduce_"), key=lambda e: e["ts"])
+    span = min((e for e in events if e.get("name") == "gloo:all_reduce"), key=lambda e: e["ts"])
+    extra_launch = json.loads(json.dumps(first))
+    extra_span = json.loads(json.dumps(span))
+    extra_launch["ts"] = first["ts"] + 50.0
+    extra_launch["args"]["Input Dims"] = [[[7]], [], [], [], [], []]
+    extra_span["ts"], extra_span["dur"] = span["ts"] + span["dur"] + 10.0, 5.0
+    extra_span["args"]["Input Dims"] = [[7]]
+    events += [extra_launch, extra_span]
+    write(tmp_path / "rank1.json.gz", d)
+    report = analyze_run([str(tmp_path)], processes=1)
+    launched = len(_launches(rank_doc(0)))
+    assert len(report.collectives) == launched
+    (u,) = report.matching.unmatched
+    assert u.count == 1 and "rank 1's allreduce of 7 elements" in u.reason
+    assert "rank1.json.gz:" in u.reason and "resumes" in u.reason

@@ -12,7 +12,7 @@ from tracecli.costs.nccl.model import NcclModel
 from tracecli.costs.nccl.nccl_tests import read_nccl_tests
 from tracecli.model import CollectiveKind as K
 
-FIX = Path(__file__).parent / "fixtures" / "nccl"
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "nccl"
 
 
 def _ratios():

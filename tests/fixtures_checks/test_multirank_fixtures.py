@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent / "fixtures" / "multirank"
+ROOT = Path(__file__).resolve().parents[1] / "fixtures" / "multirank"
 ALL = sorted(p.name for p in ROOT.iterdir() if (p / "truth.json").is_file())
 KIND = {c: json.loads((ROOT / c / "truth.json").read_text()).get("kind", "issue16") for c in ALL}
 CASES = [c for c in ALL if KIND[c] == "issue16"]            # generate.py (issue 16)

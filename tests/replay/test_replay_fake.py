@@ -1,6 +1,6 @@
 """Replay's logic on a fake collective backend: N ranks as threads of this process.
 
-No rank process is spawned and no process group is joined (tests/test_replay.py runs the
+No rank process is spawned and no process group is joined (tests/replay/test_replay.py runs the
 real gloo path). Sizes are small and iterations few; timing bounds are one-sided (a loaded
 machine only makes things later), so these do not flake on a busy 2-core machine.
 """

@@ -2,7 +2,7 @@
 
 Ranks are threads of this process on fake devices that run in virtual time, so the figures
 are exact. Each test names the defect of issue 28 it shows fixed; each failed on the code
-before the fix (see the issue's note). tests/test_cuda_processes.py drives real rank
+before the fix (see the issue's note). tests/replay/test_cuda_processes.py drives real rank
 processes through the same fake.
 """
 

@@ -14,7 +14,7 @@ from tracecli.model import CollectiveKind as K
 
 from test_nccl_tuning import RTX
 
-FIX = Path(__file__).parent / "fixtures" / "nccl"
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "nccl"
 
 
 def test_protocol_and_choices():

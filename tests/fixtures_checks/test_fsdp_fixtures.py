@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent / "fixtures" / "fsdp"
+ROOT = Path(__file__).resolve().parents[1] / "fixtures" / "fsdp"
 CASES = sorted(p.name for p in ROOT.iterdir() if (p / "record.json").is_file())
 FSDP2 = [c for c in CASES if json.loads((ROOT / c / "record.json").read_text())["system"] == "fsdp2"]
 FSDP1 = [c for c in CASES if c not in FSDP2]

@@ -21,7 +21,7 @@ pytest.importorskip("torch", reason="replay needs the replay extra (torch)")
 pytestmark = [pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs Linux processes"),
               pytest.mark.slow]  # real rank processes, and wall-clock bounds on teardown
 
-SITE = Path(__file__).resolve().parent / "fakecuda_site"
+SITE = Path(__file__).resolve().parents[1] / "fakecuda_site"
 REPLAY = ["replay", VGG, "--network", "10gbe", "--iters", "3", "--warmup", "1"]
 WATCHED = ("TORCH_NCCL_BLOCKING_WAIT", "NCCL_BLOCKING_WAIT", "CUDA_DEVICE_MAX_CONNECTIONS")
 

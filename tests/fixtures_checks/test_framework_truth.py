@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 MEGATRON = sorted((FIXTURES / "megatron" / "truth").glob("*.megatron-truth.json*")) + \
     sorted((FIXTURES / "megatron").glob("mc_*.megatron-truth.json"))
 DEEPSPEED = sorted((FIXTURES / "deepspeed" / "truth").glob("*.deepspeed-truth.json*")) + \

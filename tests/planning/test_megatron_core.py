@@ -31,7 +31,7 @@ from tracecli.planning.strategies.megatron import MegatronOptions, megatron_buck
 
 from test_megatron import grad_list
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 # -- side by side with Megatron-Core's DistributedDataParallel --------------------------------
 

@@ -25,7 +25,7 @@ from tracecli.costs.nccl.model import NcclModel
 from tracecli.costs.nccl.timing import channels_used
 from tracecli.model import CollectiveKind as K
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import nccl_accuracy  # noqa: E402
 
 NCCL = FIXTURES / "nccl"

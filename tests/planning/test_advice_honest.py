@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from tracecli.cli import cli
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 A100 = ROOT / "sample_traces" / "resnet50_ddp_nccl_2xa100.json.gz"
 HOROVOD = ROOT / "sample_traces" / "resnet50_horovod_tf.txt"
 HOROVOD_SIZES = ROOT / "sample_traces" / "resnet50_horovod_tf.sizes.json"

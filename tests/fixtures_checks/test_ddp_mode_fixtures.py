@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-KINETO = Path(__file__).resolve().parent / "fixtures" / "kineto"
+KINETO = Path(__file__).resolve().parents[1] / "fixtures" / "kineto"
 FIND_UNUSED = ["unused_some", "unused_allused"]
 REBUILT = ["mlp_gradview", "mlp_caplist", "resnet18_default", "resnet18_cap25", "transformer_default"]
 CASES = FIND_UNUSED + ["static_graph"] + REBUILT

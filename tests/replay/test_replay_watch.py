@@ -1,5 +1,5 @@
 """The launcher's verdict (replay/watch.py) on hand-written histories of ranks: when it
-stops waiting, and which rank it names. tests/test_cuda_processes.py and test_replay.py run
+stops waiting, and which rank it names. tests/replay/test_cuda_processes.py and test_replay.py run
 the same through real processes."""
 
 from __future__ import annotations

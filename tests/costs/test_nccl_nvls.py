@@ -16,7 +16,7 @@ from tracecli.model import CollectiveKind as K
 
 from test_nccl_tuning import H100_3X8
 
-FIX = Path(__file__).parent / "fixtures" / "nccl"
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "nccl"
 
 
 def test_nvls_decision():

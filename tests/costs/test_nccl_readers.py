@@ -8,7 +8,7 @@ from tracecli.costs.nccl.nccl_tests import parse_nccl_tests, read_nccl_tests
 from tracecli.costs.nccl.nccllog import parse_nccl_log
 from tracecli.errors import CalibrationError, TraceCliError
 
-FIX = Path(__file__).parent / "fixtures" / "nccl"
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "nccl"
 GOOD = (FIX / "ebpf_rtx5090_2x1_broadcast_perf.txt").read_text()
 LINES = GOOD.splitlines()
 FIRST_ROW = next(i for i, l in enumerate(LINES) if l.strip().startswith("1024"))

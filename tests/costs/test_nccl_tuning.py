@@ -9,7 +9,7 @@ from tracecli.costs.nccl.tuning import (ALGOS, FUNCS, PROTOS, RING, SIMPLE, TREE
                                          algo_time, best, tune)
 from tracecli.costs.nccl.versions import constants_for
 
-FIX = Path(__file__).parent / "fixtures" / "nccl"
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "nccl"
 
 # eunomia-bpf/nccl-eBPF docs/tmp/default-suboptimal-search.md: 2 ranks on 2 NCCL "hosts"
 # (NCCL_HOSTID), one RTX 5090 (sm120), NET=Socket, P2P/SHM off. The log is TUNING only: the ring

@@ -18,7 +18,7 @@ from tracecli.analysis import backward_schedule
 from tracecli.model import EdgeKind, NodeType, Op, OpKind, Tensor, TensorKind
 from tracecli.model.graph import graph_of
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
 TRACES = sorted([*ROOT.glob("sample_traces/*.txt"), *ROOT.glob("sample_traces/*.json.gz"),
                  *FIXTURES.glob("*.txt"), *FIXTURES.glob("kineto/*.json.gz"),

@@ -4,8 +4,8 @@ written as SAMPLES/... .
 
 A deliberate change to a view is recorded by rewriting the goldens and reviewing the diff:
 
-    TRACECLI_UPDATE_GOLDEN=1 PYTHONPATH=$PWD python -m pytest -q tests/test_golden.py \\
-        tests/test_golden_replay.py tests/test_cli.py -k golden
+    TRACECLI_UPDATE_GOLDEN=1 PYTHONPATH=$PWD python -m pytest -q tests/render/test_golden.py \\
+        tests/render/test_golden_replay.py tests/cli/test_cli.py -k golden
     git diff tests/golden/
 
 Replay and calibration views, rendered from hand-written reports, are in test_golden_replay.py.

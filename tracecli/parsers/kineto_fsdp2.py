@@ -197,7 +197,7 @@ def _innermost(windows: dict[str, list[float]], times: list[float]) -> dict[int,
 
 def unsharded_elements(launch, world: int) -> Optional[int]:
     """The unsharded count of an FSDP collective: an all-gather's output (gloo's
-    ``c10d::_allgather_base_``: its first argument; NCCL's ``record_param_comms``: ``Out msg
+    ``c10d::_allgather_base_``: its first argument, ``out_elements``; NCCL's ``record_param_comms``: ``Out msg
     nelems``, else ``In msg nelems`` x ``Group size``; FSDP1's list form on CPU,
     ``c10d::allgather_``, records only the input: x ``world``), a reduce-scatter's input,
     an all-reduce's tensor."""
@@ -217,7 +217,9 @@ def unsharded_elements(launch, world: int) -> Optional[int]:
                 and isinstance(dims[1][0], list):
             return _numel(dims[1][0]) * world
         return launch.elements * world if launch.elements is not None else None
-    return launch.elements
+    if launch.out_elements is not None:  # c10d::_allgather_base_(output, input)
+        return launch.out_elements
+    return launch.elements * world if launch.elements is not None else None
 
 
 def _nested(label: Label, of: dict) -> bool:

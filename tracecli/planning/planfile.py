@@ -124,6 +124,11 @@ def load_plan_file(path: str | Path) -> PlanFile:
             raise bad(f"no {key!r}")
     if not isinstance(doc["strategy"], str) or len(doc["strategy"]) > 100:
         raise bad("strategy must be a short string")
+    if "fsdp" in doc:
+        raise PlanError(f"an FSDP plan ({doc['strategy'][:20]}) holds no FSDP units, so it "
+                        "cannot be read back as a plan: replay it from its trace (tracecli "
+                        f"replay TRACE --strategy {doc['strategy'][:20]} with the plan's knobs)",
+                        path=path, line=1)
     grads, index = _gradients(doc, bad)
     buckets, collectives, messages = _buckets(doc, grads, index, bad)
     inp = _compute(doc, tuple(grads), path, bad)

@@ -13,6 +13,7 @@ import os
 from typing import Optional
 
 from ..errors import ReplayUnavailableError
+from ..planning.fsdp.replay import SYSTEMS, replay_bytes as fsdp_bytes
 from ..units import format_size
 from .jobs import ReplayJob, Sweep
 
@@ -59,6 +60,9 @@ def replay_bytes(job: ReplayJob, world: int) -> int:
     sweep size at once (sizes are measured interleaved; the plan-sized buffers measured with
     them are at most the buckets again, and the replay's buckets reuse what they free)."""
     inp = job.inp
+    if inp.fsdp is not None and job.strategy in SYSTEMS:
+        return fsdp_bytes(inp, job.options, world) + (
+            sum(job.sweep.sizes()) if job.cost is None else 0)
     buffers = sum(g.nbytes for g in inp.grads)
     if not getattr(job.options, "sparse_as_dense", False):
         buffers += world * sum(g.nbytes for g in inp.grads if g.sparse)
@@ -73,6 +77,12 @@ def sweep_bytes(sweep: Sweep) -> int:
 def check_job(job: ReplayJob, world: int, backend: str, where: Optional[str] = None) -> None:
     """The replay of ``job`` fits in memory and each emulated step ends in reasonable time."""
     inp = job.inp
+    fsdp = inp.fsdp is not None and job.strategy in SYSTEMS
+    if fsdp and backend != "gloo":
+        raise ReplayUnavailableError("an FSDP plan replays on gloo (CPU) only: its NCCL "
+                                     "path (compute on the GPU waiting for all-gathers on "
+                                     "streams of their own) is not built yet; pass --backend "
+                                     "gloo", path=where)
     step = inp.backward_end_ms + inp.update_ms
     if step > MAX_STEP_MS:
         raise ReplayUnavailableError(f"the step to emulate takes {step / 1000:,.0f} s "

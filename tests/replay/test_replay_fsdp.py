@@ -16,7 +16,6 @@ import pytest
 from conftest import FIXTURES, assert_error, run
 
 from tracecli.costs import resolve_cost_model
-from tracecli.errors import ReplayUnavailableError
 from tracecli.model import CollectiveKind
 from tracecli.parsers import load
 from tracecli.pipeline import ComputeRequest
@@ -25,7 +24,6 @@ from tracecli.planning import options_for
 from tracecli.planning.fsdp.replay import rank_groups, replay_bytes, replay_schedule
 from tracecli.replay.jobs import ReplayJob
 from tracecli.replay.report import replay_report
-from tracecli.replay.validate import check_job
 
 torch = pytest.importorskip("torch", reason="the fake backend computes with torch tensors")
 
@@ -112,12 +110,6 @@ def test_fsdp_replay_memory_is_its_collectives():
     # every collective: the whole padded tensor and one rank's share, float32
     want = sum((c.elements + c.elements // c.group) * 4 for c in sched.comms)
     assert replay_bytes(job.inp, job.options, 2) == want
-
-
-def test_nccl_refused_before_any_rank_starts():
-    with pytest.raises(ReplayUnavailableError, match="gloo .CPU. only"):
-        check_job(job_of("fsdp2_default", 2), 2, "nccl")
-    check_job(job_of("fsdp2_default", 2), 2, "gloo")
 
 
 def test_observed_and_plan_files_say_how_to_replay(tmp_path):

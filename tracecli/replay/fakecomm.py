@@ -66,6 +66,10 @@ class FakeWorld:
         self._subs: dict[tuple, "FakeWorld"] = {}
         self._subs_lock = threading.Lock()
 
+    def _spawn(self, world: int, **kw) -> "FakeWorld":
+        """A world of ``world`` ranks like this one (a subclass makes its own kind)."""
+        return FakeWorld(world, **kw)
+
     def comm(self, rank: int) -> "FakeComm":
         return FakeComm(self, rank)
 
@@ -80,9 +84,10 @@ class FakeWorld:
         with self._subs_lock:
             if key not in self._subs:
                 wrong = self.wrong_sum_rank
-                self._subs[key] = FakeWorld(
-                    len(ranks), lambda r, what, n: self.delay(ranks[r], what, n),
-                    ranks.index(wrong) if wrong in ranks else None, self.timeout_s)
+                self._subs[key] = self._spawn(
+                    len(ranks), delay=lambda r, what, n: self.delay(ranks[r], what, n),
+                    wrong_sum_rank=ranks.index(wrong) if wrong in ranks else None,
+                    timeout_s=self.timeout_s)
             return self._subs[key]
 
     def exchange(self, rank: int, what: str, value: Any, nbytes: int) -> list:
@@ -125,8 +130,12 @@ class FakeComm:
             self._made += 1
             sub = self._world.sub((self._made, tuple(ranks)), list(ranks))
             if self.rank in ranks:
-                mine = FakeComm(sub, ranks.index(self.rank))
+                mine = self._sub_comm(sub, ranks.index(self.rank))
         return mine
+
+    def _sub_comm(self, world: FakeWorld, rank: int) -> "FakeComm":
+        """This rank's comm on a world of :meth:`subgroups` (a subclass makes its own)."""
+        return FakeComm(world, rank)
 
     def _exchange(self, what: str, value: Any, nbytes: int) -> list:
         """Every rank's ``value`` of this collective, in rank order (a subclass may carry more

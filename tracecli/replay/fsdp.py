@@ -1,4 +1,4 @@
-"""An FSDP step on real ranks (gloo, CPU): compute waits for the all-gathers it needs, and
+"""An FSDP step on real ranks (gloo, CPU; the GPU's is :mod:`.fsdp_cuda`): compute waits for the all-gathers it needs, and
 all-gathers, reduce-scatters and HSDP all-reduces run on channels of their own.
 
 Compute is a timed wait per span (as :class:`~.emulator.CpuStep` emulates it); before a span
@@ -17,7 +17,6 @@ import os
 import threading
 from typing import Sequence
 
-from ..errors import ReplayUnavailableError
 import torch
 
 from ..model import CollectiveKind
@@ -52,10 +51,8 @@ def _groups(schedule: ReplaySchedule, comm) -> dict:
 
 
 def fsdp_step(plan, comm, device, backend: str, beat: Beat = None):
-    """``(step, schedule, buffers)`` of an FSDP plan on this rank (gloo; the NCCL path is
-    refused before any rank starts: :func:`~.validate.check_job`)."""
-    if backend == "nccl":
-        raise ReplayUnavailableError("an FSDP plan replays on gloo only")
+    """``(step, schedule, buffers)`` of an FSDP plan on this rank: on the GPU under NCCL
+    (:mod:`.fsdp_cuda`), else on the CPU."""
     schedule = replay_schedule(plan)
     comms = _groups(schedule, comm)
     buffers = []
@@ -64,6 +61,10 @@ def fsdp_step(plan, comm, device, backend: str, beat: Beat = None):
         item = DTYPES.get(c.dtype, torch.float32).itemsize
         share = c.elements // c.group if c.kind is CollectiveKind.ALL_GATHER else c.elements
         buffers.append(GroupBuffer(share * item, c.dtype, c.kind, c.group, mine.rank, device))
+    if backend == "nccl":
+        from .fsdp_cuda import FsdpCudaStep
+
+        return FsdpCudaStep(buffers, comm, comms, device, beat), schedule, buffers
     world = str(comm.world)
     step = FsdpCpuStep(buffers, comm, comms, os.environ.get("LOCAL_WORLD_SIZE", world) == world,
                        beat)

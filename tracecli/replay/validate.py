@@ -77,12 +77,6 @@ def sweep_bytes(sweep: Sweep) -> int:
 def check_job(job: ReplayJob, world: int, backend: str, where: Optional[str] = None) -> None:
     """The replay of ``job`` fits in memory and each emulated step ends in reasonable time."""
     inp = job.inp
-    fsdp = inp.fsdp is not None and job.strategy in SYSTEMS
-    if fsdp and backend != "gloo":
-        raise ReplayUnavailableError("an FSDP plan replays on gloo (CPU) only: its NCCL "
-                                     "path (compute on the GPU waiting for all-gathers on "
-                                     "streams of their own) is not built yet; pass --backend "
-                                     "gloo", path=where)
     step = inp.backward_end_ms + inp.update_ms
     if step > MAX_STEP_MS:
         raise ReplayUnavailableError(f"the step to emulate takes {step / 1000:,.0f} s "

@@ -131,6 +131,9 @@ def fsdp1_layout(tree: dict, world: int, use_orig_params: bool = False,
         if align and total % world:
             pieces.append({"padding": world - total % world})
             total += world - total % world
+        if total == 0:  # torch asserts on an empty shard (_flat_param.py:972-974, :1004)
+            raise PlanError(f"FSDP1 unit {fqn or 'root'!r}: its parameters hold no elements, "
+                            "and FSDP1 cannot shard an empty flat parameter; leave it unwrapped")
         sharded = -(-total // world)
         rows.append({"unit": fqn or "root", "module_fqn": fqn, "flat_param_layout": pieces,
                      "param_fqns_in_order": [p["fqn"] for p in pieces if "fqn" in p],

@@ -111,3 +111,22 @@ def test_a_wrong_sum_is_caught_on_nccl(monkeypatch):
     job = job_of("hsdp_2x2", 4, "fsdp2")
     cuda = install(monkeypatch, FakeCuda(4))
     assert not run_fake(job, FakeNcclWorld(4, cuda, wrong_sum_rank=2), backend="nccl").verified
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case,ranks", [("fsdp2_default", 2), ("hsdp_2x2", 4)])
+def test_spawned_nccl_ranks_replay_an_fsdp_plan(case, ranks):
+    """The launcher's NCCL path end to end: rank processes on fake GPUs, each FSDP channel's
+    subgroups made with ``new_group(backend="nccl")`` (a stream of their own each)."""
+    import json
+
+    from test_cuda_processes import env_with, tracecli
+
+    out = tracecli("replay", FSDP / case / "rank0.json.gz", "--strategy", "fsdp2",
+                   "--backend", "nccl", "--gpus", ranks, "--network", "10gbe", "--iters", 2,
+                   "--warmup", 1, "--json", env=env_with({"devices": ranks}), timeout=240)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["replay"]["backend"] == "nccl" and doc["replay"]["ranks"] == ranks
+    assert doc["replay"]["verified"] is True
+    assert len(doc["measured"]["buckets"]) == len(doc["buckets"]) > 0

@@ -30,6 +30,7 @@ from typing import Any, Optional
 
 from ...model import CollectiveKind
 from ..measured import point_basis
+from ..curve import Curve
 from ..error import ErrorBand
 from ..model import Linear
 from .model import LINE_FROM, LINE_TO, NcclModel
@@ -106,6 +107,17 @@ class NcclMeasured:
             slope = max((t1 - t0) / (LINE_TO - LINE_FROM), 0.0)
             self._cache[key] = Linear(max(t0 - slope * LINE_FROM, 0.0), slope)
         return self._cache[key]
+
+    def curve(self, kind: CollectiveKind) -> Curve:
+        """NCCL's curve scaled by the measured/model ratios (not monotone, as NCCL's own is
+        not); its minorant: the model's times the least ratio."""
+        if not self._applies(kind):
+            return self.model.curve(kind)
+        ratios = [self._ratio(i) for i in range(len(self.points))]
+        low = min([r for r in ratios if r > 0] or [0.0])
+        line = self.model.minorant(kind)
+        return Curve(lambda n: self.time_ms(kind, n), False,
+                     Linear(line.latency_ms * low, line.ms_per_byte * low))
 
     def basis(self, kind: CollectiveKind, nbytes: float) -> Optional[str]:
         if kind != self.kind:

@@ -107,7 +107,7 @@ def test_plan_errors_are_one_line():
     assert_error(run("plan-buckets", VGG, "--strategy", "tf-spec", "--spec", "pscpu:32k"),
                  "tracecli: ", "malformed")
     assert_error(run("plan-buckets", VGG, "--calibration", "x.json", "--network", "10gbe"),
-                 "tracecli: ", "not both")
+                 "tracecli plan-buckets: ", "not both")  # a usage error, before any file is read
 
 
 @pytest.mark.parametrize("columns", ["80", "100"])

@@ -113,6 +113,15 @@ class AlphaBeta:
                          f"the line's mean |error| over the {fit.get('points', 'measured')} "
                          "times it was fitted to")
 
+    def unknown_error(self, kind: CollectiveKind, nbytes: float) -> str:
+        fit = self.fit or {}
+        if not fit:
+            return (f"the {self.name} preset: typical published figures, never measured on "
+                    "this machine")
+        if fit.get("ranks", self.gpus) != self.gpus:
+            return f"fitted on {fit['ranks']} ranks, predicting {self.gpus}: nothing was measured there"
+        return "the fit reports no error"
+
     def curve(self, kind: CollectiveKind) -> Curve:
         """The line of ``kind``: the same queued or not."""
         return line_curve(self.linear(kind))

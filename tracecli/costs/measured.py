@@ -125,6 +125,11 @@ class Measured:
                      "extrapolated from the nearest measured size by the line: its runs' "
                      "spread" + (" and the line's fit error" if fit is not None else ""))
 
+    def unknown_error(self, kind: CollectiveKind, nbytes: float) -> str:
+        if kind != MEASURED_KIND or not self.measured or not self.spread:
+            return self.line.unknown_error(kind, nbytes)
+        return "no measured size near it was measured twice"
+
     def _band(self, k: int) -> Optional[ErrorBand]:
         """The band of measured size ``k``: its own runs', else every measured size's."""
         n = self.points[k][0]

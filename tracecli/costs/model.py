@@ -36,7 +36,8 @@ class CostModel(Protocol):
     ``model``), else ``None``. ``describe()``: the JSON of reports (``cost_model``).
     ``on(gpus)``: the same interconnect figures on another rank count. ``error(kind, n)``: how
     far ``time_ms`` may be from a measurement there (:class:`~.error.ErrorBand`), ``None``
-    where nothing bounds it. ``curve(kind)``: ``time_ms`` of that kind as a function of the
+    where nothing bounds it, and ``unknown_error(kind, n)`` then says why, in words.
+    ``curve(kind)``: ``time_ms`` of that kind as a function of the
     bytes, with what the optimal search needs to know of its shape (:class:`~.curve.Curve`).
     """
 
@@ -55,6 +56,8 @@ class CostModel(Protocol):
     def algorithm_protocol(self, kind: CollectiveKind, nbytes: float) -> Optional[tuple[str, str]]: ...
 
     def error(self, kind: CollectiveKind, nbytes: float) -> Optional[ErrorBand]: ...
+
+    def unknown_error(self, kind: CollectiveKind, nbytes: float) -> str: ...
 
     def curve(self, kind: CollectiveKind) -> "Curve": ...
 

@@ -17,6 +17,8 @@ from ..errors import CostModelError, PlanError
 from ..model import ComputeSource, Trace
 from ..costs import CostModel
 from ..planning import OptionValues, compare, make_plan
+from ..planning.advice import compare_advice, plan_advice
+from ..planning.plan import BucketPlan
 from ..planning.observed import as_run_prediction
 from ..planning.inputs import left_out_notice
 from ..planning.plan import CompareRow
@@ -42,7 +44,31 @@ def plan_trace(trace: Trace, strategy: str, options: OptionValues, compute: Comp
     if from_run(strategy):
         return as_run(trace, compute, cost)
     planned = prepare(trace, compute, cost)
-    return replace(planned, plan=make_plan(planned.inp, strategy, options, planned.cost))
+    plan = make_plan(planned.inp, strategy, options, planned.cost)
+    run, _ = _run(trace, compute, cost, planned)  # the advice's reference, where it can be
+    advice = plan_advice(plan, trace.abilities.framework, options, _run_model(run, planned))
+    return replace(planned, plan=plan, advice=advice)
+
+
+def _run(trace: Trace, compute: ComputeRequest, cost: Union[CostModel, CostRequest],
+         planned: Planned) -> tuple[Optional[BucketPlan], tuple[str, ...]]:
+    """The run's own buckets, measured, where the trace recorded its collectives (with a
+    notice where they cannot be planned)."""
+    if not trace.collectives():
+        return None, ()
+    try:
+        return as_run(trace, compute, CostRequest(planned.cost.gpus) if isinstance(
+            cost, CostRequest) else planned.cost).plan, ()
+    except (PlanError, CostModelError) as exc:
+        return None, (f"no as-run row: {exc.message}",)
+
+
+def _run_model(run: Optional[BucketPlan], planned: Planned) -> Optional[BucketPlan]:
+    """The run's own buckets predicted under the plan's model ("as run (model)"), where
+    every bucket is matched to its gradients."""
+    if run is not None and all(b.members for b in run.buckets) and run.inp == planned.inp:
+        return as_run_prediction(run, planned.cost)
+    return None
 
 
 def compare_trace(trace: Trace, options: OptionValues, compute: ComputeRequest,
@@ -52,16 +78,12 @@ def compare_trace(trace: Trace, options: OptionValues, compute: ComputeRequest,
     the reference of every gain) and, at the run's own world size only, as measured."""
     planned = prepare(trace, compute, cost)
     rows = compare(planned.inp, planned.cost, options)
-    run = None
-    if trace.collectives():
-        try:
-            run = as_run(trace, compute, CostRequest(planned.cost.gpus) if isinstance(
-                cost, CostRequest) else planned.cost).plan
-        except (PlanError, CostModelError) as exc:
-            planned = replace(planned, notices=planned.notices + (f"no as-run row: {exc.message}",))
+    run, said = _run(trace, compute, cost, planned)
+    planned = replace(planned, notices=planned.notices + said)
     front = []
-    if run is not None and all(b.members for b in run.buckets) and run.inp == planned.inp:
-        front.append(CompareRow("as run (model)", as_run_prediction(run, planned.cost)))
+    model = _run_model(run, planned)
+    if model is not None:
+        front.append(CompareRow("as run (model)", model))
     if run is not None and run.cost.gpus == planned.cost.gpus:
         front.insert(0, CompareRow("as run (measured)", run))
     elif run is not None:
@@ -71,7 +93,8 @@ def compare_trace(trace: Trace, options: OptionValues, compute: ComputeRequest,
     rows = front + rows
     best = next(r for r in rows if not r.plan.measured and r.label != "as run (model)")
     return replace(planned, plan=best.plan, rows=rows,
-                   as_run=run if run is not None and run.cost.gpus == planned.cost.gpus else None)
+                   as_run=run if run is not None and run.cost.gpus == planned.cost.gpus else None,
+                   advice=compare_advice(rows, trace.abilities.framework, options))
 
 
 @dataclass(frozen=True)

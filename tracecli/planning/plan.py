@@ -120,11 +120,11 @@ def _best(plans: list[BucketPlan]) -> BucketPlan:
     return min(plans, key=lambda p: (round(p.timeline.iteration_ms, 9), len(p.buckets)))
 
 
-def compare(inp: PlanInput, cost: CostModel, given) -> list[CompareRow]:
-    """Every predicted strategy with the options ``given`` (a mapping of knob values: each
-    strategy reads its own), plus each framework tuned over its spec's grid, plus its
-    defaults where the options given are not them; best first."""
-    specs = [STRATEGIES[name] for name in predicted()]
+def compare(inp: PlanInput, cost: CostModel, given, names=None) -> list[CompareRow]:
+    """Every predicted strategy (or those ``names``) with the options ``given`` (a mapping of
+    knob values: each strategy reads its own), plus each framework tuned over its spec's
+    grid, plus its defaults where the options given are not them; best first."""
+    specs = [STRATEGIES[name] for name in (names if names is not None else predicted())]
     options = {spec.name: spec.options_of(given) for spec in specs}
     rows = [CompareRow(spec.name, make_plan(inp, spec.name, options[spec.name], cost))
             for spec in specs]

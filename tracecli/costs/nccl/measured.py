@@ -143,6 +143,9 @@ class NcclMeasured:
                              f"measured: their measured/model ratios differ by {100 * spread:.0f}%")
         return self.model.error(kind, nbytes)
 
+    def unknown_error(self, kind: CollectiveKind, nbytes: float) -> str:
+        return self.model.unknown_error(kind, nbytes)
+
     def on(self, gpus: int) -> "NcclMeasured":
         return replace(self, model=self.model.on(gpus), _cache={})
 

@@ -249,6 +249,13 @@ class NcclModel:
         ``None`` on one rank or where nothing was fitted."""
         return self.error_charged(kind, self.charged_bytes(kind, nbytes))
 
+    def unknown_error(self, kind: CollectiveKind, nbytes: float) -> str:
+        if self.gpus <= 1:
+            return "one rank: nothing to reduce"
+        if self.time_params() is None:
+            return "NCCL's own ranking times, not fitted to any measurement"
+        return "no held-out measurement of this size checks the time model"
+
     def error_charged(self, kind: CollectiveKind, charged: int) -> Optional[ErrorBand]:
         """:meth:`error` for the bytes NCCL charges (nccl-tests' size column)."""
         hit = self.time_params()

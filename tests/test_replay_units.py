@@ -130,7 +130,7 @@ def test_replay_report_takes_the_slowest_rank_and_medians():
     assert first["start_ms"] == 10.5 and first["end_ms"] == 11.5 and first["duration_ms"] == 1.0
     assert first["overhead_pct"] == pytest.approx(100.0)
     predicted = doc["predicted"]["iteration_ms"]
-    assert doc["error_pct"] == pytest.approx(100 * (32.0 - predicted) / predicted)
+    assert doc["error_pct"] == pytest.approx(100 * (predicted - 32.0) / 32.0)  # (pred - meas) / meas
     assert doc["buckets"][0]["measured"]["bare_allreduce_ms"] == 0.5
 
 

@@ -76,7 +76,8 @@ class CalibrationProfile:
     def measured(cls, points: Sequence[ProfilePoint], gpus: int, backend: str,
                  device: str) -> "CalibrationProfile":
         """The profile of ``points`` measured on ``gpus`` ranks, with the ring line fitted."""
-        fit = fit_ring([(p.bytes, p.mean_ms) for p in points], gpus)
+        fit = fit_ring([(p.bytes, p.mean_ms) for p in points], gpus,
+                       "widen the size range (--max-size) or add iterations (--iters)")
         rows = tuple(replace(p, predicted_ms=fit.latency_ms + fit.ms_per_byte * p.bytes)
                      for p in points)
         return cls(backend, device, gpus, "ring", fit.alpha_us, fit.bandwidth_gbps, fit.r2,

@@ -24,6 +24,7 @@ from ..planning.inputs import left_out_notice
 from ..planning.plan import CompareRow
 from .compute import ComputeRequest, inputs, profile_for
 from .cost import CostRequest
+from .ddp_run import ddp_setup, with_mode
 from .observed import as_run, cost_for, from_run
 from .planned import Planned
 
@@ -39,11 +40,20 @@ def prepare(trace: Trace, compute: ComputeRequest, cost: Union[CostModel, CostRe
                    notices=tuple(notices) + ((left_out,) if left_out else ()))
 
 
+def _setup(planned: Planned, options: OptionValues, strategies) -> tuple[Planned, dict]:
+    """DDP as the trace shows it: the model's parameters on the planner's input, its mode in
+    the options (said where a ddp plan is made)."""
+    inp, mode = ddp_setup(planned.trace, planned.ready, planned.inp)
+    options, said = with_mode(options, mode)
+    return replace(planned, inp=inp,
+                   notices=planned.notices + (said if "ddp" in strategies else ())), options
+
+
 def plan_trace(trace: Trace, strategy: str, options: OptionValues, compute: ComputeRequest,
                cost: Union[CostModel, CostRequest]) -> Planned:
     if from_run(strategy):
         return as_run(trace, compute, cost)
-    planned = prepare(trace, compute, cost)
+    planned, options = _setup(prepare(trace, compute, cost), options, (strategy,))
     plan = make_plan(planned.inp, strategy, options, planned.cost)
     run, _ = _run(trace, compute, cost, planned)  # the advice's reference, where it can be
     advice = plan_advice(plan, trace.abilities.framework, options, _run_model(run, planned))
@@ -76,7 +86,7 @@ def compare_trace(trace: Trace, options: OptionValues, compute: ComputeRequest,
     """Every strategy and each framework tuned, all under one model; on a trace that
     recorded its collectives, the run's own buckets under that model ("as run (model)",
     the reference of every gain) and, at the run's own world size only, as measured."""
-    planned = prepare(trace, compute, cost)
+    planned, options = _setup(prepare(trace, compute, cost), options, ("ddp",))
     rows = compare(planned.inp, planned.cost, options)
     run, said = _run(trace, compute, cost, planned)
     planned = replace(planned, notices=planned.notices + said)

@@ -3,7 +3,7 @@ with its spec: :mod:`.spec`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple, Optional, Sequence
 
 from ..errors import PlanError
@@ -88,6 +88,9 @@ class PlanInput:
     # How many of the trace's gradients each planning unit holds, when the units are the
     # run's buckets (sizes known per bucket only); () when each unit is one gradient.
     unit_gradients: tuple[int, ...] = ()
+    # The model's parameters in definition order, where a sidecar names them (DDP's
+    # construction buckets and its parameters without a gradient: strategies.ddp_modes.Param)
+    params: tuple = field(default=(), compare=False)
 
     @property
     def gradient_count(self) -> int:

@@ -53,6 +53,8 @@ def make_plan(inp: PlanInput, strategy: str, options, cost: CostModel) -> Bucket
     record, or a mapping of knob values (:meth:`~.spec.StrategySpec.options_of`)."""
     spec = planned_spec(strategy)
     options = spec.options_of(options)
+    if spec.inputs is not None:
+        options = spec.inputs(options, inp)
     grouping = spec.group(inp.grads, options, cost)
     timeline = simulate(inp.grads, grouping, cost, inp.forward_ms, inp.backward_end_ms,
                         inp.update_ms)

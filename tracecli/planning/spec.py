@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from ..costs import CostModel
     from .base import PlanInput
 
-__all__ = ["Kind", "Knob", "Options", "NoOptions", "OptionValues", "StrategySpec", "Strategy", "Settings",
+__all__ = ["Kind", "Knob", "Options", "NoOptions", "trace_input", "OptionValues", "StrategySpec", "Strategy", "Settings",
            "Tuning", "MAX_BYTES", "SPARSE_AS_DENSE", "knob_table", "per_bucket_caps",
            "cap_candidates", "mib_text", "MiB", "MAX_OPTION_BYTES"]
 
@@ -121,8 +121,9 @@ class Options:
 
     @classmethod
     def knobs(cls) -> tuple[Knob, ...]:
-        """The knobs of the record's fields, in field order."""
-        return tuple(f.metadata["knob"] for f in dataclasses.fields(cls))
+        """The knobs of the record's fields, in field order (a field of what the trace shows,
+        :func:`trace_input`, is none)."""
+        return tuple(f.metadata["knob"] for f in dataclasses.fields(cls) if "knob" in f.metadata)
 
     @classmethod
     def of(cls, given: Mapping[str, Any]):
@@ -132,6 +133,13 @@ class Options:
 
     def to_json(self) -> dict[str, Any]:
         return {k.name: getattr(self, k.name) for k in self.knobs()}
+
+
+def trace_input(default: Any = ()) -> Any:
+    """A field of an options record that the planner's input fills (what the trace shows of
+    the run, e.g. DDP's parameters without a gradient), not a knob: no flag, not in plan
+    files, not compared."""
+    return dataclasses.field(default=default, compare=False, repr=False, metadata={"input": True})
 
 
 @dataclass(frozen=True)
@@ -207,6 +215,8 @@ class StrategySpec:
     (``Abilities.framework``) whose users set it; advice leads with the spec serving the
     trace's own framework. ``setup``: knobs that describe the user's run rather than a bucket
     choice (Megatron's distributed optimizer), kept as given in the "<name> default" row.
+    ``inputs``: ``(options, planner's input) -> options`` with the fields the trace fills
+    (:func:`trace_input`), where the strategy reads more of the run than its gradients.
     """
 
     name: str
@@ -219,6 +229,7 @@ class StrategySpec:
     from_run: bool = False
     frameworks: tuple[str, ...] = ()  # the traces' frameworks (Abilities.framework) it serves
     setup: tuple[Knob, ...] = ()
+    inputs: Optional[Callable[[Any, "PlanInput"], Any]] = None  # fills its trace_input fields
 
     def __post_init__(self) -> None:
         read = set(self.knobs)

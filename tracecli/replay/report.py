@@ -140,5 +140,6 @@ def replay_report(job: ReplayJob, run: ReplayRun) -> ReplayReport:
     info = ReplayInfo(run.backend, run.device, run.world, job.iters, job.warmup, run.verified,
                       job.cost_source if run.calibration is None else "in-place calibration",
                       run.calibration, run.buffers)
-    return ReplayReport(run.plan, measured, 100.0 * (median - predicted) / predicted
-                        if predicted else None, info)
+    # the error everywhere in tracecli: (predicted - measured) / measured (issue 24)
+    return ReplayReport(run.plan, measured, 100.0 * (predicted - median) / median
+                        if median else None, info)

@@ -4,6 +4,9 @@ bound where it does not, and never slower than any strategy."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -121,3 +124,27 @@ def test_measured_points_are_searched_on_the_curve_not_its_secant():
     assert not plans["optimal"].notes
     assert all(p.timeline.iteration_ms >= best - 1e-9 for p in plans.values())
     assert best < plans["per-tensor"].timeline.iteration_ms
+
+
+REAL = sorted(p for p in (Path(__file__).resolve().parent / "fixtures" / "kineto").glob("*.json.gz")
+              if p.name not in ("mlp_noshapes.json.gz",))  # no sizes to plan
+
+
+@pytest.mark.parametrize("trace", REAL, ids=lambda p: p.name.split(".")[0])
+@pytest.mark.parametrize("cost", [(), ("--network", "25gbe", "--gpus", "64"),
+                                  ("--platform", "dgx-h100", "--nodes", "2")],
+                         ids=["trace-fit", "preset", "nccl"])
+def test_optimal_is_never_beaten_on_a_real_trace(trace, cost):
+    """Every real fixture, under the trace's own fitted times, a preset and NCCL's curve:
+    no row of --compare is faster than optimal, and optimal says it is exact."""
+    import json
+
+    from conftest import run
+
+    doc = json.loads(run("plan-buckets", trace, "--compare", "--json", *cost).stdout)
+    rows = [r for r in doc["compare"] if not r.get("measured")]
+    ours = next(r for r in rows if r["label"] == "optimal")
+    assert all(r["iteration_ms"] >= ours["iteration_ms"] - 1e-9 * ours["iteration_ms"] for r in rows)
+    single = json.loads(run("plan-buckets", trace, "--strategy", "optimal", "--json", *cost).stdout)
+    assert "optimal within" not in " ".join(single.get("notes", []))  # exact here
+    assert abs(single["predicted"]["iteration_ms"] - ours["iteration_ms"]) <= 1e-9 * ours["iteration_ms"]

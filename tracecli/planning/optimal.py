@@ -94,10 +94,16 @@ def _end(buckets, ready, prefix, curve: Curve, alone: dict[int, float]) -> float
 
 
 def _lesser(a: Curve, b: Curve) -> Curve:
-    """The pointwise lesser of two curves (monotone where both are)."""
-    return Curve(lambda x: min(a.time(x), b.time(x)), a.monotone and b.monotone,
+    """The pointwise lesser of two curves (monotone where both are; a line past both tails
+    where those have one slope)."""
+    ta, tb = a.time, b.time
+    tail = None
+    if a.tail is not None and b.tail is not None and a.tail[1].ms_per_byte == b.tail[1].ms_per_byte:
+        tail = (max(a.tail[0], b.tail[0]), Linear(min(a.tail[1].latency_ms, b.tail[1].latency_ms),
+                                                  a.tail[1].ms_per_byte))
+    return Curve(lambda x: min(ta(x), tb(x)), a.monotone and b.monotone,
                  Linear(min(a.minorant.latency_ms, b.minorant.latency_ms),
-                        min(a.minorant.ms_per_byte, b.minorant.ms_per_byte)))
+                        min(a.minorant.ms_per_byte, b.minorant.ms_per_byte)), None, tail)
 
 
 def search(ready: Sequence[float], nbytes: Sequence[int], curve: Curve, cap: Optional[int] = None,
@@ -115,8 +121,8 @@ def search(ready: Sequence[float], nbytes: Sequence[int], curve: Curve, cap: Opt
             return Found(*scan_partition(ready, nbytes, curve.time, cap, alone))
         why = (f"the model's curve is not monotone (a bigger bucket can take less time) and "
                f"an exact search would evaluate {work:,} buckets")
-        below = line_partition(ready, nbytes, curve.minorant, cap, alone)
-        bound, tries, found = below[1], [curve] if work <= 4 * budget else [], [below[0]]
+        bound = line_partition(ready, nbytes, curve.minorant, cap, alone)[1]
+        tries, found = [curve] if work <= 4 * budget else [], []
     else:
         lesser = _lesser(curve, curve.queued)
         why = ("the model times a bucket queued behind another apart from one started alone, "
@@ -130,6 +136,8 @@ def search(ready: Sequence[float], nbytes: Sequence[int], curve: Curve, cap: Opt
     found += [curve_partition(ready, nbytes, c, cap, alone)[0] for c in tries]
     found += [line_partition(ready, nbytes, line, cap, alone)[0]
               for line in lines if line.ms_per_byte >= 0]
+    if not found:  # no secant given: the minorant's partition
+        found = [line_partition(ready, nbytes, curve.minorant, cap, alone)[0]]
     timed = [(_end(b, ready, prefix, curve, alone), len(b), k) for k, b in enumerate(found)]
     end, _, k = min(timed)
     return Found(found[k], end, min(bound, end), why)

@@ -128,6 +128,65 @@ def line_partition(ready: Sequence[float], nbytes: Sequence[int], line: Linear,
     return (_buckets(parent, n), finish[n]) if n else ([], 0.0)
 
 
+class _Tail:
+    """The candidates at least ``x*`` bytes back, where the curve is the line ``c + b·x``:
+    their terms are ``(F_i - b·S_i) + c + b·S_j``, so a monotone deque over a window whose
+    ends only move right keeps their minimum."""
+
+    def __init__(self, curve: Curve, finish: list[float], prefix: list[int]):
+        self.x, (self.c, self.b) = curve.tail if curve.tail is not None else (None, Linear(0.0, 0.0))
+        self.finish, self.prefix, self.window, self.pushed = finish, prefix, deque(), 0
+
+    def best(self, j: int, s_j: int, left: int) -> tuple[float, int, int]:
+        """``(term, i)`` of the best tail candidate from ``left`` (``inf`` if none), and the
+        first candidate that is not in the tail."""
+        if self.x is None:
+            return float("inf"), -1, 0
+        finish, prefix, b, window = self.finish, self.prefix, self.b, self.window
+        while self.pushed <= j - 1 and s_j - prefix[self.pushed] >= self.x:
+            i = self.pushed
+            key = finish[i] - b * prefix[i]
+            while window and finish[window[-1]] - b * prefix[window[-1]] >= key:
+                window.pop()
+            window.append(i)
+            self.pushed += 1
+        while window and window[0] < left:
+            window.popleft()
+        if not window:
+            return float("inf"), -1, self.pushed
+        i = window[0]
+        return finish[i] - b * prefix[i] + self.c + b * s_j, i, self.pushed
+
+
+def _near(finish, prefix, s_j: int, first: int, j: int, f_least: float, best: float, best_i: int,
+          time, lower: LowerTable) -> tuple[float, int]:
+    """The candidates ``first..j-1`` (fewer than ``x*`` bytes back, past ``k``): the farthest
+    first (in a backlog the fewest buckets often wins, and a good bound early rules out the
+    rest), then down from the nearest while the bound ``F_{k+1} + T_low(bytes)`` can still
+    win; a candidate whose ``F_i + T_low(bytes)`` cannot is passed without evaluating ``T``."""
+    value = finish[first] + time(s_j - prefix[first])
+    if value < best:
+        best, best_i = value, first
+    lows = lower.values
+    for i in range(j - 1, first, -1):
+        x = s_j - prefix[i]
+        if x >= 64:  # lower(x), inline: the time at the grid point at or below x
+            e = x.bit_length() - 6
+            low = lows.get((e << 5) | ((x >> e) & 31))
+            if low is None:
+                low = lower(x)
+        else:
+            low = lower(x)
+        if f_least + low >= best:
+            break
+        f = finish[i]
+        if f + low < best:
+            value = f + time(x)
+            if value < best:
+                best, best_i = value, i
+    return best, best_i
+
+
 def curve_partition(ready: Sequence[float], nbytes: Sequence[int], curve: Curve,
                     cap: Optional[int] = None, alone: Optional[dict[int, float]] = None) -> Searched:
     """The best partition under a MONOTONE curve (exact; see the module's docstring). On a
@@ -146,10 +205,7 @@ def curve_partition(ready: Sequence[float], nbytes: Sequence[int], curve: Curve,
     prefix = _prefix(ready, nbytes)
     finish, parent = [0.0] * (n + 1), [0] * (n + 1)
     time, lower = curve.time, LowerTable(curve.time)
-    lows = lower.values
-    x_tail, (c, b) = curve.tail if curve.tail is not None else (None, Linear(0.0, 0.0))
-    tail: deque[int] = deque()
-    pushed = 0  # candidates 0..pushed-1 have entered the tail window
+    tail = _Tail(curve, finish, prefix)
     k, bounds = 0, _Window(prefix, cap)
     for j in range(1, n + 1):
         r, s_j = ready[j - 1], prefix[j]
@@ -160,51 +216,15 @@ def curve_partition(ready: Sequence[float], nbytes: Sequence[int], curve: Curve,
             finish[j], parent[j] = max(r, finish[j - 1]) + alone[j - 1], j - 1
             bounds.barrier = j
             continue
-        best, best_i = float("inf"), -1
-        if k >= lo:
-            best, best_i = r + time(s_j - prefix[k]), k
-        left, near_end = max(lo, k + 1), lo - 1
-        if x_tail is not None:  # candidates at least x* bytes back: the tail's line
-            while pushed <= j - 1 and s_j - prefix[pushed] >= x_tail:
-                key = finish[pushed] - b * prefix[pushed]
-                while tail and finish[tail[-1]] - b * prefix[tail[-1]] >= key:
-                    tail.pop()
-                tail.append(pushed)
-                pushed += 1
-            while tail and tail[0] < left:
-                tail.popleft()
-            if tail:
-                i = tail[0]
-                value = finish[i] - b * prefix[i] + c + b * s_j
-                if value < best:
-                    best, best_i = value, i
-            near_end = pushed - 1
-        first = max(left, near_end + 1)
+        best, best_i = (r + time(s_j - prefix[k]), k) if k >= lo else (float("inf"), -1)
+        left = max(lo, k + 1)
+        value, i, pushed = tail.best(j, s_j, left)
+        if value < best:
+            best, best_i = value, i
+        first = max(left, pushed)
         if first <= j - 1:
-            # the farthest first (in a backlog, the fewest buckets is often best, and a
-            # good bound early rules out the rest), then down from the nearest
-            value = finish[first] + time(s_j - prefix[first])
-            if value < best:
-                best, best_i = value, first
-            f_least = finish[left]
-            for i in range(j - 1, first, -1):
-                x = s_j - prefix[i]
-                if x >= 64:  # lower(x), inline: the time at the grid point at or below x
-                    e = x.bit_length() - 6
-                    key = (e << 5) | ((x >> e) & 31)
-                    low = lows.get(key)
-                    if low is None:
-                        low = lower(x)
-                        lows[key] = low
-                else:
-                    low = lower(x)
-                if f_least + low >= best:
-                    break
-                f = finish[i]
-                if f + low < best:
-                    value = f + time(x)
-                    if value < best:
-                        best, best_i = value, i
+            best, best_i = _near(finish, prefix, s_j, first, j, finish[left], best, best_i,
+                                 time, lower)
         finish[j], parent[j] = best, best_i
     return (_buckets(parent, n), finish[n]) if n else ([], 0.0)
 

@@ -80,6 +80,10 @@ class Measured:
             return self.line.time_ms(kind, nbytes)
         return self._at(queued and bool(self.queued_points))(nbytes)
 
+    def __getstate__(self) -> dict:
+        """Pickled without the interpolators (made again on first use): ranks send models."""
+        return {k: v for k, v in self.__dict__.items() if k != "_interpolators"}
+
     def _at(self, queued: bool):
         """The function of bytes that answers from the points (or the queued points), made
         once (timelines and the optimal search ask for every bucket)."""

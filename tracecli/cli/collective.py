@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import click
 
+from ..costs.collectives import NAMES
 from ..limits import MAX_RANKS
 from ..units import format_size
 from .results import CollectiveResult
@@ -13,7 +14,7 @@ from .options import checked_topology, gpu_option, topology_from, topology_optio
 from .output import Output, emit, json_option, notice
 from .types import SIZES
 
-OPS = ("allreduce", "allgather", "reducescatter", "broadcast")
+OPS = tuple(names.op for names in NAMES.values())
 
 
 @cli.command()
@@ -28,7 +29,7 @@ OPS = ("allreduce", "allgather", "reducescatter", "broadcast")
 @click.option("--measured", metavar="FILE", help="nccl-tests output of OP (all_reduce_perf, "
               "all_gather_perf, reduce_scatter_perf, broadcast_perf): adds measured time and "
               "error per size.")
-@json_option("Print the table as JSON (see the README).")
+@json_option("Print the table as JSON (docs/json.md).")
 def collective(op, gpus, sizes, measured, **kw):
     """What collective OP (allreduce, allgather, reducescatter, broadcast) costs per size
     on a topology: the (algorithm, protocol) NCCL's model picks, how long it takes (fitted on

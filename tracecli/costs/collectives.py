@@ -26,7 +26,8 @@ from typing import Callable, NamedTuple, Optional
 from ..errors import CostModelError
 from ..model import CollectiveKind
 
-__all__ = ["KindCost", "KINDS", "kind_cost", "steps", "bus_bandwidth_gbps"]
+__all__ = ["KindCost", "KINDS", "kind_cost", "steps", "bus_bandwidth_gbps", "Names", "NAMES",
+           "KIND_OF_OP"]
 
 
 class KindCost(NamedTuple):
@@ -48,6 +49,27 @@ KINDS: dict[CollectiveKind, KindCost] = {
     CollectiveKind.BROADCAST: KindCost(lambda p: p - 1, None, lambda p: 1.0, lambda p: 1.0,
                                        lambda p: 1),
 }
+
+
+class Names(NamedTuple):
+    """A collective's names outside tracecli: the ``collective OP`` argument (``op``),
+    nccl-tests' binary (``binary``) and NCCL's ``ncclFunc`` (``nccl``)."""
+
+    op: str
+    binary: str
+    nccl: str
+
+
+NAMES: dict[CollectiveKind, Names] = {
+    CollectiveKind.ALL_REDUCE: Names("allreduce", "all_reduce_perf", "AllReduce"),
+    CollectiveKind.ALL_GATHER: Names("allgather", "all_gather_perf", "AllGather"),
+    CollectiveKind.REDUCE_SCATTER: Names("reducescatter", "reduce_scatter_perf", "ReduceScatter"),
+    CollectiveKind.BROADCAST: Names("broadcast", "broadcast_perf", "Broadcast"),
+}
+"""The one table of the collectives' outside names (``CollectiveKind`` values are tracecli's
+own, as its JSON shows them)."""
+
+KIND_OF_OP = {names.op: kind for kind, names in NAMES.items()}
 
 
 def kind_cost(kind: CollectiveKind) -> KindCost:

@@ -2,7 +2,7 @@
 back and checked here, and nowhere else.
 
 The document: ``{"strategy", "max_bytes", "gpus", "cost_model", "options", "compute",
-"gradients", "buckets", "predicted", "settings"}`` (README: ``plan-buckets --json``). Read
+"gradients", "buckets", "predicted", "settings"}`` (``docs/json.md``: ``plan-buckets --json``). Read
 back, it gives the planner's input and the plan's grouping, so replay runs exactly it.
 Everything a replay will act on is checked here, before any rank starts: names are
 strings, byte counts integers of at most 1 PiB, dtypes ones replay can allocate, times

@@ -32,15 +32,13 @@ from ...model import CollectiveKind
 from ..measured import point_basis
 from ..curve import Curve
 from ..error import ErrorBand
+from ..collectives import NAMES
 from ..model import Linear
 from .model import LINE_FROM, LINE_TO, NcclModel
 
 __all__ = ["NcclMeasured", "KIND_OF_BINARY", "from_nccl_tests"]
 
-KIND_OF_BINARY = {"all_reduce_perf": CollectiveKind.ALL_REDUCE,
-                  "all_gather_perf": CollectiveKind.ALL_GATHER,
-                  "reduce_scatter_perf": CollectiveKind.REDUCE_SCATTER,
-                  "broadcast_perf": CollectiveKind.BROADCAST}
+KIND_OF_BINARY = {names.binary: kind for kind, names in NAMES.items()}
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from ...errors import CostModelError
 from ...model import CollectiveKind
 from ..curve import Curve
 from ..error import ErrorBand
+from ..collectives import NAMES
 from ..model import Linear
 from ..topology import Topology
 from .graph import GPUS, search_graphs, tree_pattern_is_tree
@@ -47,8 +48,7 @@ __all__ = ["NcclModel", "LINE_FROM", "LINE_TO", "FUNC_OF"]
 LINE_FROM, LINE_TO = 1 << 20, 256 << 20
 FUNCS_INDEX = {name: k for k, name in enumerate(FUNCS)}
 ESTIMATED = "estimated from NCCL's search rules"
-FUNC_OF = {CollectiveKind.ALL_REDUCE: "AllReduce", CollectiveKind.ALL_GATHER: "AllGather",
-           CollectiveKind.REDUCE_SCATTER: "ReduceScatter", CollectiveKind.BROADCAST: "Broadcast"}
+FUNC_OF = {kind: names.nccl for kind, names in NAMES.items()}
 
 
 @dataclass(frozen=True)

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ...errors import CalibrationError, excerpt
+from ..collectives import NAMES
 
 __all__ = ["NcclTestsRow", "NcclTests", "parse_nccl_tests", "read_nccl_tests", "BINARIES"]
 
-BINARIES = {"allreduce": "all_reduce_perf", "allgather": "all_gather_perf",
-            "reducescatter": "reduce_scatter_perf", "broadcast": "broadcast_perf"}
+BINARIES = {names.op: names.binary for names in NAMES.values()}
 MAX_BYTES = 1 << 50
 MAX_US = 1e10
 MIN_US = 0.01  # nccl-tests prints times to 0.01 us; a collective takes some time

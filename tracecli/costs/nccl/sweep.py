@@ -23,22 +23,18 @@ from dataclasses import asdict, dataclass
 from typing import Any, Optional, Sequence
 
 from ...errors import CalibrationError
-from ...model import CollectiveKind
+from ..collectives import KIND_OF_OP, NAMES, kind_cost
 from ..error import ErrorBand
 from .model import NcclModel
 
 __all__ = ["OPS", "SweepRow", "sweep", "check_measured", "bus_factor"]
 
-OPS = {"allreduce": CollectiveKind.ALL_REDUCE, "allgather": CollectiveKind.ALL_GATHER,
-       "reducescatter": CollectiveKind.REDUCE_SCATTER, "broadcast": CollectiveKind.BROADCAST}
+OPS = KIND_OF_OP
 
 
 def bus_factor(op: str, ranks: int) -> float:
-    if op == "allreduce":
-        return 2.0 * (ranks - 1) / ranks
-    if op in ("allgather", "reducescatter"):
-        return (ranks - 1) / ranks
-    return 1.0
+    """nccl-tests' busbw / algbw of ``op`` on ``ranks`` ranks."""
+    return kind_cost(KIND_OF_OP[op]).bus(ranks)
 
 
 @dataclass(frozen=True)
@@ -85,12 +81,12 @@ def check_measured(run, op: str, model: NcclModel) -> None:
     file says (its ``Collective test starting`` and ``Rank`` lines) or, where it does not say,
     as its own busbw/algbw ratio says (nccl-tests' bus factor, :func:`bus_factor`); else
     CalibrationError saying what to pass."""
-    from .nccl_tests import BINARIES
+    binaries = {NAMES[k].op: NAMES[k].binary for k in NAMES}
 
-    if run.binary is not None and not run.binary.startswith(BINARIES[op]):
-        other = next((o for o, b in BINARIES.items() if run.binary.startswith(b)), op)
-        raise CalibrationError(f"this is {run.binary} output, not {BINARIES[op]}; pass the "
-                               f"output of {BINARIES[op]} or run tracecli collective {other}",
+    if run.binary is not None and not run.binary.startswith(binaries[op]):
+        other = next((o for o, b in binaries.items() if run.binary.startswith(b)), op)
+        raise CalibrationError(f"this is {run.binary} output, not {binaries[op]}; pass the "
+                               f"output of {binaries[op]} or run tracecli collective {other}",
                                path=run.path)
     if run.ranks is not None and run.ranks != model.gpus:
         raise CalibrationError(f"measured on {run.ranks} ranks, but the topology "

@@ -21,7 +21,7 @@ from typing import NamedTuple, Optional
 
 from ..errors import CalibrationError
 from .fit import fit_ring, monotone, trimmed_mean
-from .measured import Measured
+from .measured import MEASURED_KIND, Measured  # noqa: F401 (the doctest's)
 from .sources import fitted_model, point_spread
 
 __all__ = ["TraceTimes", "trace_fit"]

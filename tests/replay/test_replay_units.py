@@ -215,6 +215,24 @@ def test_measured_model_queued_curve_and_timeline():
     assert not model.on(4).measured
 
 
+def test_a_measured_model_that_has_answered_still_travels_to_ranks():
+    """Ranks receive the job's cost model and send their in-place calibration's back, pickled;
+    a model that has answered holds its interpolators (local functions) as a cache, which
+    pickling leaves out and the copy makes again on first use."""
+    import pickle
+
+    from tracecli.costs import AlphaBeta, Measured
+
+    model = Measured(AlphaBeta("m", 100.0, 1.0, 2), ((1 << 20, 2.0), (8 << 20, 10.0)), 2,
+                     ((1 << 20, 1.0), (8 << 20, 8.0)))
+    before = [model.time_ms(ALL_REDUCE, 3 << 20, queued=q) for q in (False, True)]
+    assert "_interpolators" in model.__dict__  # the cache the copy must not carry
+    copy = pickle.loads(pickle.dumps(model))
+    assert "_interpolators" not in copy.__dict__ and copy == model
+    assert [copy.time_ms(ALL_REDUCE, 3 << 20, queued=q) for q in (False, True)] == before
+    assert "_interpolators" in model.__dict__  # the original keeps its cache
+
+
 def test_profile_points_drive_plan_buckets(tmp_path):
     import json
     from conftest import VGG, run

@@ -66,6 +66,8 @@ def check_compare(name: str, model: str, doc: dict) -> list[str]:
             failed.append(f"{name} {model}: {a['framework']} set with a gain inside its error")
         if a["verdict"] == "keep-defaults" and a["paste"] and a["reference"] == "run":
             failed.append(f"{name} {model}: {a['framework']} keeps the run but pastes a setting")
+        if a["verdict"] == "keep-defaults" and a["candidate"] and a["paste"] == a["candidate"]:
+            failed.append(f"{name} {model}: {a['framework']} keeps the defaults but pastes another setting")
     return failed
 
 

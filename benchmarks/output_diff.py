@@ -169,7 +169,8 @@ NORMALIZED = [
 EXPECTED = [
     ("issue 24 item 1: optimal searches the cost model's own curve (a trace's measured "
      "times, NCCL's timed pick), no longer its secant: its plan, and the best row of "
-     "--compare, change where the curve is not a line",
+     "--compare, change where the curve is not a line (under NCCL's model its times also "
+     "moved with issue 23's timed pick, merged on main after the base)",
      lambda cmd: cmd[0] == "plan-buckets" and ("--compare" in cmd or "optimal" in cmd or len(cmd) == 1)
      and any(a.endswith(".json.gz") or a == "dgx-h100" for a in cmd)),
     ("issue 24 item 4: the unused fixture (find_unused_parameters=True, bucket_cap_mb=0.01): "
@@ -181,8 +182,12 @@ EXPECTED = [
      "those buckets, saying so",
      lambda cmd: cmd[0] == "plan-buckets" and "--compare" in cmd
      and any(a.endswith("embed_horovod.txt") for a in cmd)),
+    ("issue 23 (merged on main after the base): NCCL's pick is timed (the transport's floor, "
+     "fitted constants: time_model, net), with its cross-validated error band; under a "
+     "topology, collective's times and columns change",
+     lambda cmd: cmd[0] == "collective" and "--platform" in cmd and "--measured" not in cmd),
     ("issue 24 item 5: collective --measured names its error column by its formula, "
-     "(pred-meas)/meas",
+     "(pred-meas)/meas (its predictions also moved with issue 23's timed pick)",
      lambda cmd: cmd[0] == "collective" and "--measured" in cmd),
     ("issue 24 item 1: a trace fit that fails says so without naming calibrate's options "
      "(--max-size, --iters), which plan-buckets does not have",
@@ -253,7 +258,7 @@ def intended(cmd: list[str], result: tuple) -> tuple:
     code, out, err, files = result
     for _, applies, rewrite in INTENDED:
         if applies(cmd):
-            out = rewrite(out)
+            out, err = rewrite(out), rewrite(err)  # messages moved too (issue 26 item 4)
             files = {name: rewrite(data) for name, data in files.items()}
     return code, out, err, files
 

@@ -1,8 +1,10 @@
 """Planning scale: every strategy's planning time on 100,000 and 1,000,000 gradients.
 
-Targets (2-core machine): optimal on 100,000 under 1 s and on 1,000,000 under 10 s; the
-greedy strategies on 1,000,000 under 3 s. Timings cover the strategy alone (grouping),
-and strategy + timeline simulation.
+Targets (2-core machine): optimal on 100,000 under 1 s and on 1,000,000 under 10 s under
+each cost model (issue 24: the alpha-beta line, measured points as a trace's or a
+calibration's with queued times apart, NCCL's curve; each row says whether the search was
+exact or the bound it is within); the greedy strategies on 1,000,000 under 3 s. Timings
+cover the strategy alone (grouping), and strategy + timeline simulation.
 
 Under NCCL's model (issue 15: 128 x 8 H100, ``--platform dgx-h100 --nodes 128``, 1,024 GPUs):
 the optimal plan of 100,000 gradients under 1 s (the model built, then grouping + timeline),
@@ -59,7 +61,8 @@ def nccl_figures() -> None:
     cost = NcclModel.for_platform("dgx-h100", 128, version="2.30.7")
     backward_end = grads[-1].ready_ms + 1.0
     opts = dict(max_bytes=25 * 2**20)  # DDP's default cap, as the flat figures below
-    grouping = STRATEGIES["optimal"].group(grads, STRATEGIES["optimal"].options_of(opts), cost)
+    spec = STRATEGIES["optimal"]
+    grouping = spec.group(grads, spec.options_of(opts), cost)
     simulate(grads, grouping, cost, 50.0, backward_end)
     took = time.perf_counter() - start
     print(f"NCCL model, 128 x 8 h100 (1,024 GPUs): optimal plan of 100,000 gradients, "
@@ -91,6 +94,46 @@ def nccl_figures() -> None:
               f"{'ok' if took < held else 'MISSED'}" if held else "(no target)"))
 
 
+def models():
+    """(name, cost model) of every kind the optimal search meets, on 64 ranks: the line; a
+    trace's or a calibration's measured points (log-log between them, monotone); the same
+    with queued times 20% faster than alone ones; NCCL's curve on 8 x 8 H100."""
+    from tracecli.costs import Measured, monotone
+    from tracecli.costs.nccl.model import NcclModel
+    from tracecli.model import CollectiveKind
+
+    line = CostModel("ib-hdr", 5.0, 23.0, 64)
+    kind = CollectiveKind.ALL_REDUCE
+    points = monotone((1 << k, line.time_ms(kind, 1 << k) * (1.6 if k < 16 else 1.1))
+                      for k in range(8, 29, 2))
+    return [("line", line), ("measured", Measured(line, points, 64)),
+            ("queued", Measured(line, points, 64, tuple((n, 0.8 * t) for n, t in points))),
+            ("nccl", NcclModel.for_platform("dgx-h100", 8, version="2.30.7"))]
+
+
+def optimal_figures(sizes) -> None:
+    """The optimal search under each model: capped as DDP's default (the targets) and
+    uncapped on 100,000."""
+    spec = STRATEGIES["optimal"]
+    print(f"{'gradients':>10} {'cap':>7} {'model':<9} {'buckets':>9} {'optimal s':>9}  "
+          f"{'search':<28} target")
+    for n in sizes:
+        grads = synthetic(n)
+        for cap in (25 * 2**20, None):
+            if cap is None and n > 100_000:
+                continue
+            for name, cost in models():
+                start = time.perf_counter()
+                grouping = spec.group(grads, spec.options_of({"max_bytes": cap}), cost)
+                took = time.perf_counter() - start
+                how = "exact" if not grouping.notes else \
+                    "within " + grouping.notes[0].split("optimal within ")[1].split(",")[0]
+                target = TARGETS.get(("optimal", n)) if cap is not None else None
+                verdict = "" if target is None else f"< {target:g} s " + ("ok" if took < target else "MISSED")
+                print(f"{n:>10,} {'25MiB' if cap else 'none':>7} {name:<9} {len(grouping.buckets):>9,} "
+                      f"{took:>9.2f}  {how:<28} {verdict}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
@@ -99,6 +142,7 @@ def main() -> None:
     nccl_figures()
     if args.nccl_only:
         return
+    optimal_figures(args.sizes)
     cost = CostModel("ib-hdr", 5.0, 23.0, 64)
     print(f"{'gradients':>10} {'strategy':<11} {'buckets':>9} {'strategy s':>10} "
           f"{'+timeline s':>11}  target")
@@ -106,12 +150,13 @@ def main() -> None:
         grads = synthetic(n)
         backward_end = grads[-1].ready_ms + 1.0
         for name in predicted():
-            if STRATEGIES[name].applies is not None:  # FSDP's: benchmarks/fsdp_scale.py
+            spec = STRATEGIES[name]
+            if spec.applies is not None:  # FSDP's: benchmarks/fsdp_scale.py
                 continue
-            opts = dict(max_bytes=25 * 2**20, agg_small_grads_max_bytes=32 * 1024,
-                        spec="pscpu:32k:xring")
+            opts = spec.options_of(dict(max_bytes=25 * 2**20, agg_small_grads_max_bytes=32 * 1024,
+                                        spec="pscpu:32k:xring"))
             start = time.perf_counter()
-            grouping = STRATEGIES[name].group(grads, STRATEGIES[name].options_of(opts), cost)
+            grouping = spec.group(grads, opts, cost)
             grouped = time.perf_counter()
             simulate(grads, grouping, cost, 50.0, backward_end)
             done = time.perf_counter()

@@ -124,10 +124,15 @@ def test_find_unused_parameters_is_reported_not_guessed():
     sizes = [c.nbytes for c in trace.collectives()
              if c.purpose == "gradients" and c.step == trace.step.index]
     assert sizes == [int(n) for n in answers("unused")["ddp"]["bucket_sizes"].split(", ")]
+    # the plan resolves them by DDP's own construction rule, where that rule gives exactly
+    # the run's buckets, in order and bytes (issue 24): not a guess
     result = run("plan-buckets", KINETO / "unused.json.gz", "--strategy", "observed", "--json")
     assert result.exit_code == 0
     doc = json.loads(result.stdout)
-    assert doc["notes"] and all(b["tensors"] == [] for b in doc["buckets"])
+    assert "notes" not in doc
+    assert [b["tensors"] for b in doc["buckets"]] == [["head.bias", "head.weight"], ["grad2[64]"],
+                                                     ["grad3[64,64]"]]
+    assert [b["bytes"] for b in doc["buckets"]] == sizes
 
 
 def test_buffers_broadcast_in_forward():

@@ -20,7 +20,8 @@ from tracecli.planning.observed import RunBucket, as_run_plan
 from tracecli.planning.base import Grouping
 from tracecli.planning.plan import fixed_plan, is_default, settings_for
 from tracecli.planning.spec import MAX_BYTES, SPARSE_AS_DENSE, Options
-from tracecli.render.plans import compare_advice
+from tracecli.planning.advice import compare_advice
+from tracecli.render.advice import advice_lines
 
 MiB = 1 << 20
 COST = resolve_cost_model(8, "25gbe")
@@ -31,7 +32,8 @@ INPUT = PlanInput(tuple(Grad(f"g{i}", n, "float32", n // 4, 1.0 + i, i) for i, n
 
 def test_the_knob_table_is_the_cli_s_and_each_spec_owns_its_options_record():
     names = [k.name for k in KNOBS]
-    assert names == ["max_bytes", "first_bucket_bytes", "cycle_ms", "spec",
+    assert names == ["max_bytes", "first_bucket_bytes", "find_unused_parameters", "static_graph",
+                     "cycle_ms", "spec",
                      "agg_small_grads_max_bytes", "agg_small_grads_max_group",
                      "megatron_bucket_size", "megatron_overlap_grad_reduce",
                      "megatron_distributed_optimizer", "megatron_grad_reduce_in_fp32",
@@ -47,12 +49,14 @@ def test_the_knob_table_is_the_cli_s_and_each_spec_owns_its_options_record():
     assert {k for spec in STRATEGIES.values() for k in spec.knobs} == set(KNOBS)
     for spec in STRATEGIES.values():
         record = spec.options()
-        assert [f.name for f in dataclasses.fields(record)] == [k.name for k in spec.knobs]
+        knobs = [f.name for f in dataclasses.fields(record) if "knob" in f.metadata]
+        assert knobs == [k.name for k in spec.knobs]
         assert all(getattr(record, k.name) == k.default for k in spec.knobs)
         assert spec.options_of({k.name: k.default for k in KNOBS}) == record
     # the plan file holds the options its strategy reads
     doc = make_plan(INPUT, "ddp", {}, COST).to_json()
-    assert "max_bytes" in doc and list(doc["options"]) == ["first_bucket_bytes", "sparse_as_dense"]
+    assert "max_bytes" in doc and list(doc["options"]) == [
+        "first_bucket_bytes", "sparse_as_dense", "find_unused_parameters", "static_graph"]
     assert make_plan(INPUT, "single", {}, COST).to_json()["options"] == {}
 
 
@@ -162,10 +166,12 @@ def test_a_new_strategy_is_one_spec(monkeypatch):
     assert plan.settings == {"framework": "pairs", "text": "pairs(cap=None)"} and is_default(plan)
     rows = compare(INPUT, COST, dict(max_bytes=4 * MiB))
     assert {"pairs", "pairs tuned", "pairs default"} <= {r.label for r in rows}
-    advice = compare_advice(rows)
-    k = next(i for i, line in enumerate(advice) if line.startswith("  Pairs: "))
-    assert "default" in advice[k + 1]
-    assert any(line.startswith("    pairs(cap=") for line in advice)
+    records = compare_advice(rows, "")
+    pairs = next(a for a in records if a.framework == "pairs")
+    assert pairs.title == "Pairs" and pairs.paste == "pairs(cap=None)"  # its defaults
+    lines = advice_lines(records, COST.name)
+    k = lines.index("  If you used Pairs: keep the defaults")
+    assert lines[k + 1] == "    pairs(cap=None)"
 
 
 def test_knobs_are_click_free_descriptions():

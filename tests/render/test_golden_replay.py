@@ -38,7 +38,7 @@ def replay_report(verified: bool = True, bare: bool = True) -> ReplayReport:
                     for k, (start, end, dur, bare_ms) in enumerate(measured))
     run = MeasuredRun(50.0, 52.5, (50.0,), 20.0, 31.5, buckets)
     info = ReplayInfo("gloo", "cpu (2 cores)", 2, 20, 3, verified, "10gbe", None, ())
-    return ReplayReport(plan, run, 7.6728, info)
+    return ReplayReport(plan, run, 100 * (46.437 - 50.0) / 50.0, info)  # (pred - meas) / meas
 
 
 POINTS = ((4096, 0.024, 0.025, 0.0250), (1 << 20, 0.031, 0.032, 0.0308),

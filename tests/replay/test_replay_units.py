@@ -130,7 +130,7 @@ def test_replay_report_takes_the_slowest_rank_and_medians():
     assert first["start_ms"] == 10.5 and first["end_ms"] == 11.5 and first["duration_ms"] == 1.0
     assert first["overhead_pct"] == pytest.approx(100.0)
     predicted = doc["predicted"]["iteration_ms"]
-    assert doc["error_pct"] == pytest.approx(100 * (32.0 - predicted) / predicted)
+    assert doc["error_pct"] == pytest.approx(100 * (predicted - 32.0) / 32.0)  # (pred - meas) / meas
     assert doc["buckets"][0]["measured"]["bare_allreduce_ms"] == 0.5
 
 
@@ -215,6 +215,24 @@ def test_measured_model_queued_curve_and_timeline():
     assert not model.on(4).measured
 
 
+def test_a_measured_model_that_has_answered_still_travels_to_ranks():
+    """Ranks receive the job's cost model and send their in-place calibration's back, pickled;
+    a model that has answered holds its interpolators (local functions) as a cache, which
+    pickling leaves out and the copy makes again on first use."""
+    import pickle
+
+    from tracecli.costs import AlphaBeta, Measured
+
+    model = Measured(AlphaBeta("m", 100.0, 1.0, 2), ((1 << 20, 2.0), (8 << 20, 10.0)), 2,
+                     ((1 << 20, 1.0), (8 << 20, 8.0)))
+    before = [model.time_ms(ALL_REDUCE, 3 << 20, queued=q) for q in (False, True)]
+    assert "_interpolators" in model.__dict__  # the cache the copy must not carry
+    copy = pickle.loads(pickle.dumps(model))
+    assert "_interpolators" not in copy.__dict__ and copy == model
+    assert [copy.time_ms(ALL_REDUCE, 3 << 20, queued=q) for q in (False, True)] == before
+    assert "_interpolators" in model.__dict__  # the original keeps its cache
+
+
 def test_profile_points_drive_plan_buckets(tmp_path):
     import json
     from conftest import VGG, run
@@ -292,6 +310,6 @@ def test_replay_view_is_whole_at_80_columns(scale, bare):
     console.print(replay_view(report))
     text = console.export_text()
     assert "…" not in text and max(map(len, text.splitlines())) <= 80
-    words = ("pred", "meas", "comm", "error", "p90") + (("bare",) if bare else ())
+    words = ("pred", "meas", "comm", "(pred-meas)/meas", "p90") + (("bare",) if bare else ())
     assert all(word in text for word in words)  # no column dropped either
     assert f"{report.measured.iteration_ms:,.3f}" in text

@@ -17,6 +17,7 @@ from ..costs.nccl.transports import NET_HELP, NETS
 from ..costs.nccl.versions import DEFAULT_VERSION
 from ..limits import DEFAULT_DEVICE, MAX_RANKS
 from ..parsers import FORMATS
+from ..costs.resolve import conflict
 from ..pipeline import DEFAULT_GPUS, ComputeRequest, CostRequest
 from ..replay.jobs import BACKENDS, Ranks
 from .inputs import given
@@ -140,7 +141,6 @@ def compute_from(kw) -> ComputeRequest:
 
 _TOPOLOGY_KEYS = ("nodes", "gpus_per_node", "nic_gbps", "nics", "intra", "nccl", "platform",
                   "nccl_log", "net")
-_FLAT_KEYS = ("network", "alpha_us", "bandwidth_gbps", "calibration")
 
 
 def topology_from(kw) -> TopologyRequest:
@@ -148,30 +148,23 @@ def topology_from(kw) -> TopologyRequest:
     return TopologyRequest(**{k: kw.get(k) for k in _TOPOLOGY_KEYS}, device=kw.get("device"))
 
 
-def _flag(key: str) -> str:
-    return "--" + key.replace("_", "-")
-
-
 def cost_from(kw, gpus: Optional[int] = None) -> CostRequest:
-    """The cost model asked for; the topology flags (or ``--nccl-tests``) ask for NCCL's
-    model, which the flat model's flags may not be mixed with (a usage error saying which)."""
+    """The cost model asked for (``--algorithm`` and ``--launch-us`` only where given);
+    sources that may not be mixed are a usage error saying which (:func:`conflict`)."""
     topology = topology_from(kw)
-    nccl = topology.given or kw.get("nccl_tests") is not None
-    if nccl:
-        ctx = click.get_current_context(silent=True)
-        flat = [_flag(k) for k in _FLAT_KEYS if kw.get(k) is not None]
-        flat += [_flag(k) for k in ("algorithm", "launch_us")
-                 if ctx is not None and given(ctx, k)]
-        if flat:
-            why = " ".join(topology.flags()) or "--nccl-tests"
-            raise click.UsageError(f"{', '.join(flat)} describe{'s' if len(flat) == 1 else ''} "
-                                   f"the flat alpha-beta model; {why} ask{'s' if ' ' not in why else ''} "
-                                   "for NCCL's model of a topology: pass one or the other")
-        if kw.get("calibration") is None and kw.get("nccl_tests") is None:
-            checked_topology(topology, gpus if gpus is not None else kw["gpus"])
-    return CostRequest(gpus if gpus is not None else kw["gpus"], kw["network"], kw["algorithm"],
-                       kw["alpha_us"], kw["bandwidth_gbps"], kw["launch_us"], kw["calibration"],
-                       topology if nccl else None, kw.get("nccl_tests"))
+    ctx = click.get_current_context(silent=True)
+    stated = {k: kw[k] if ctx is None or given(ctx, k) else None for k in ("algorithm", "launch_us")}
+    request = CostRequest(gpus if gpus is not None else kw["gpus"], kw["network"],
+                          stated["algorithm"], kw["alpha_us"], kw["bandwidth_gbps"],
+                          stated["launch_us"], kw["calibration"],
+                          topology if topology.given or kw.get("nccl_tests") is not None else None,
+                          kw.get("nccl_tests"))
+    problem = conflict(request)
+    if problem:
+        raise click.UsageError(problem)
+    if topology.given and request.nccl_tests is None:
+        checked_topology(topology, request.gpus)
+    return request
 
 
 def checked_topology(topology: TopologyRequest, gpus: Optional[int]):

@@ -128,7 +128,8 @@ class PlanResult(Result):
         return self._text
 
     def json_text(self) -> str:
-        return self.plan_text
+        return jsonout.dumps({**self.plan.to_json(),
+                              "advice": [a.to_json() for a in self.planned.advice]})
 
     def view(self, top=None):
         if self.plan.fsdp is not None:
@@ -142,7 +143,7 @@ class PlanResult(Result):
     def lines(self):
         from ..render.plans import plan_advice
 
-        return plan_advice(self.plan, self.planned.trace.abilities.framework)
+        return plan_advice(self.plan, self.planned.advice)
 
     def chrome_trace(self):
         from ..render.plans import plan_chrome_trace
@@ -158,7 +159,8 @@ class CompareResult(PlanResult):
     predicted one."""
 
     def json_text(self) -> str:
-        return jsonout.dumps(jsonout.compare_doc(self.planned.rows))
+        return jsonout.dumps({**jsonout.compare_doc(self.planned.rows),
+                              "advice": [a.to_json() for a in self.planned.advice]})
 
     def view(self, top=None):
         from ..render.plans import compare_view
@@ -166,11 +168,11 @@ class CompareResult(PlanResult):
         return compare_view(self.planned.rows, self.plan)
 
     def lines(self):
-        from ..render.fsdp import advice_lines
-        from ..render.plans import compare_advice
+        from ..render import fsdp
+        from ..render.advice import advice_lines
 
-        return compare_advice(self.planned.rows, self.planned.trace.abilities.framework) + \
-            advice_lines(self.planned.rows)
+        return advice_lines(self.planned.advice, self.plan.cost.name) + \
+            fsdp.advice_lines(self.planned.rows)
 
 
 class DryRunResult(Result):

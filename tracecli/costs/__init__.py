@@ -16,7 +16,7 @@ from .alphabeta import DEFAULT_NETWORK
 from .measured import MEASURED_KIND, Measured
 from .model import CostModel, Linear
 from .profile import CALIBRATION_FORMAT, CalibrationProfile, ProfilePoint, read_profile
-from .sources import fitted_model, profile_model, resolve_cost_model
+from .sources import fitted_model, point_spread, profile_model, resolve_cost_model
 from .topology import Topology
 
 __all__ = [
@@ -24,4 +24,5 @@ __all__ = [
     "POOR_FIT_MAPE", "POOR_FIT_R2", "RingFit", "fit_ring", "monotone", "trimmed_mean", "Measured", "MEASURED_KIND", "DEFAULT_NETWORK",
     "CostModel", "Linear", "CALIBRATION_FORMAT", "CalibrationProfile", "ProfilePoint",
     "read_profile", "fitted_model", "profile_model", "resolve_cost_model", "Topology",
+    "point_spread",
 ]

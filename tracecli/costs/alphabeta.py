@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 from ..model import CollectiveKind
 from .collectives import kind_cost, steps
+from .curve import Curve, line_curve
 from .error import ErrorBand
 from .model import Linear
 from .topology import Topology
@@ -101,12 +102,29 @@ class AlphaBeta:
         return None
 
     def error(self, kind: CollectiveKind, nbytes: float) -> Optional[ErrorBand]:
-        """A fitted line: its mean absolute percentage error, both ways; a preset: ``None``
-        (typical published figures, never checked on the user's machine)."""
-        mape = (self.fit or {}).get("mape_pct")
-        if mape is None:
+        """A fitted line on the ranks it was fitted on: its mean absolute percentage error,
+        both ways. ``None`` for a preset (typical published figures, never checked on the
+        user's machine) and for a fit used on another rank count (nothing measured there)."""
+        fit = self.fit or {}
+        mape = fit.get("mape_pct")
+        if mape is None or fit.get("ranks", self.gpus) != self.gpus:
             return None
-        return ErrorBand(-mape / 100.0, mape / 100.0, "the fit's mean |error| over its points")
+        return ErrorBand(-mape / 100.0, mape / 100.0,
+                         f"the line's mean |error| over the {fit.get('points', 'measured')} "
+                         "times it was fitted to")
+
+    def unknown_error(self, kind: CollectiveKind, nbytes: float) -> str:
+        fit = self.fit or {}
+        if not fit:
+            return (f"the {self.name} preset: typical published figures, never measured on "
+                    "this machine")
+        if fit.get("ranks", self.gpus) != self.gpus:
+            return f"fitted on {fit['ranks']} ranks, predicting {self.gpus}: nothing was measured there"
+        return "the fit reports no error"
+
+    def curve(self, kind: CollectiveKind) -> Curve:
+        """The line of ``kind``: the same queued or not."""
+        return line_curve(self.linear(kind))
 
     def summary(self) -> str:
         """``name algorithm, alpha .. us, bus bandwidth .. GB/s — source``: one flat line."""

@@ -21,7 +21,7 @@ from typing import NamedTuple, Optional
 
 from ..model import CollectiveKind
 
-__all__ = ["ErrorBand", "ErrorTable"]
+__all__ = ["ErrorBand", "ErrorTable", "sample_spread", "union"]
 
 
 class ErrorBand(NamedTuple):
@@ -65,3 +65,29 @@ class ErrorTable(NamedTuple):
             if (row_kind is None or row_kind == kind) and lo <= nbytes and (hi is None or nbytes < hi):
                 return band
         return None
+
+
+def sample_spread(value: float, samples, cut: float = 0.1) -> Optional[tuple[float, float]]:
+    """``(low, high)`` of ``(value - s) / s`` over the ``samples`` of one size that a
+    ``cut``-trimmed mean keeps (the value a model answers there is that mean): how far the
+    answer is from each run it summarises. ``None`` with fewer than two samples.
+
+    >>> [round(e, 3) for e in sample_spread(2.0, [1.6, 2.0, 2.5])]
+    [-0.2, 0.25]
+    """
+    kept = sorted(s for s in samples if s > 0)
+    k = int(len(kept) * cut)
+    kept = kept[k:len(kept) - k] or kept
+    if len(kept) < 2:
+        return None
+    errors = [(value - s) / s for s in kept]
+    return min(errors), max(errors)
+
+
+def union(bands, basis: str) -> Optional[ErrorBand]:
+    """The band that holds every one of ``bands`` (``None`` entries: unknown, so the union
+    is unknown)."""
+    bands = list(bands)
+    if not bands or any(b is None for b in bands):
+        return None
+    return ErrorBand(min(b.low for b in bands), max(b.high for b in bands), basis)

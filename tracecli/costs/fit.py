@@ -51,8 +51,9 @@ class RingFit(NamedTuple):
         return self.r2 < POOR_FIT_R2 or self.mape_pct > POOR_FIT_MAPE
 
 
-def fit_ring(points: Sequence[tuple[int, float]], ranks: int) -> RingFit:
-    """Fit ``(bytes, ms)`` points measured on ``ranks`` ranks."""
+def fit_ring(points: Sequence[tuple[int, float]], ranks: int, hint: str = "") -> RingFit:
+    """Fit ``(bytes, ms)`` points measured on ``ranks`` ranks; ``hint``: what the command
+    that measured them can do about a fit that fails (its own options)."""
     if ranks < 2:
         raise CalibrationError("calibration needs at least 2 ranks (--gpus 2)")
     pts = [(float(n), float(t)) for n, t in points if t > 0]
@@ -69,8 +70,8 @@ def fit_ring(points: Sequence[tuple[int, float]], ranks: int) -> RingFit:
     if a < 0:  # latency cannot be negative: fit the slope through the origin
         a, b = 0.0, sxy / sxx
     if b <= 0:
-        raise CalibrationError("all-reduce times do not grow with size; widen the "
-                               "size range (--max-size) or add iterations (--iters)")
+        raise CalibrationError("all-reduce times do not grow with size" + (f"; {hint}" if hint else
+                               ": no bandwidth can be fitted to them"))
     predicted = tuple(a + b * n for n, _ in pts)
     mean = sum(t for _, t in pts) / len(pts)
     ss_tot = sum((t - mean) ** 2 for _, t in pts)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Optional, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Protocol, runtime_checkable
 
 from ..model import CollectiveKind
 from .error import ErrorBand
+
+if TYPE_CHECKING:
+    from .curve import Curve
 
 __all__ = ["CostModel", "Linear"]
 
@@ -33,7 +36,9 @@ class CostModel(Protocol):
     ``model``), else ``None``. ``describe()``: the JSON of reports (``cost_model``).
     ``on(gpus)``: the same interconnect figures on another rank count. ``error(kind, n)``: how
     far ``time_ms`` may be from a measurement there (:class:`~.error.ErrorBand`), ``None``
-    where nothing bounds it.
+    where nothing bounds it, and ``unknown_error(kind, n)`` then says why, in words.
+    ``curve(kind)``: ``time_ms`` of that kind as a function of the
+    bytes, with what the optimal search needs to know of its shape (:class:`~.curve.Curve`).
     """
 
     name: str
@@ -51,6 +56,10 @@ class CostModel(Protocol):
     def algorithm_protocol(self, kind: CollectiveKind, nbytes: float) -> Optional[tuple[str, str]]: ...
 
     def error(self, kind: CollectiveKind, nbytes: float) -> Optional[ErrorBand]: ...
+
+    def unknown_error(self, kind: CollectiveKind, nbytes: float) -> str: ...
+
+    def curve(self, kind: CollectiveKind) -> "Curve": ...
 
     def summary(self) -> str: ...
 

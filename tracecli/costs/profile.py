@@ -76,7 +76,8 @@ class CalibrationProfile:
     def measured(cls, points: Sequence[ProfilePoint], gpus: int, backend: str,
                  device: str) -> "CalibrationProfile":
         """The profile of ``points`` measured on ``gpus`` ranks, with the ring line fitted."""
-        fit = fit_ring([(p.bytes, p.mean_ms) for p in points], gpus)
+        fit = fit_ring([(p.bytes, p.mean_ms) for p in points], gpus,
+                       "widen the size range (--max-size) or add iterations (--iters)")
         rows = tuple(replace(p, predicted_ms=fit.latency_ms + fit.ms_per_byte * p.bytes)
                      for p in points)
         return cls(backend, device, gpus, "ring", fit.alpha_us, fit.bandwidth_gbps, fit.r2,
@@ -124,10 +125,12 @@ def read_profile(path: str | Path) -> CalibrationProfile:
     if algorithm not in ("ring", "tree"):
         raise CalibrationError(f"algorithm must be ring or tree, not {str(algorithm)[:40]!r}", path=path, line=1)
     fit = doc.get("fit") if isinstance(doc.get("fit"), dict) else {}
-    r2 = fit.get("r2")
+    r2, mape, poor = fit.get("r2"), fit.get("mape_pct"), fit.get("poor")
     return CalibrationProfile(str(doc.get("backend", "?"))[:40], str(doc.get("device", "?"))[:80],
                               gpus, algorithm, values["alpha_us"], values["bandwidth_gbps"],
-                              float(r2) if finite_number(r2) else None, None, None,
+                              float(r2) if finite_number(r2) else None,
+                              float(mape) if finite_number(mape) and 0 <= mape <= 1e6 else None,
+                              poor if isinstance(poor, bool) else None,
                               _points(path, doc.get("points", [])))
 
 
@@ -145,7 +148,10 @@ def _points(path: str, raw) -> tuple[ProfilePoint, ...]:
         mean = _ms(path, k, p.get("mean_ms", p.get("median_ms")))
         median = _ms(path, k, p["median_ms"]) if "median_ms" in p else mean
         queued = p.get("queued_mean_ms")
-        found[nbytes] = ProfilePoint(nbytes, mean, median,
+        runs = p.get("times_ms", [])
+        if not isinstance(runs, list) or len(runs) > MAX_POINTS:
+            raise CalibrationError(f"point {k}: times_ms must be a list of ms", path=path, line=1)
+        found[nbytes] = ProfilePoint(nbytes, mean, median, tuple(_ms(path, k, t) for t in runs),
                                      queued_mean_ms=None if queued is None else _ms(path, k, queued))
     return tuple(found[n] for n in sorted(found))
 

@@ -9,12 +9,13 @@ from typing import Any, Optional, Sequence
 
 from ..errors import CostModelError
 from .alphabeta import ALGORITHMS, DEFAULT_NETWORK, NETWORKS, AlphaBeta
+from .error import sample_spread
 from .fit import RingFit
 from .measured import Measured
 from .model import CostModel
 from .profile import CalibrationProfile, read_profile
 
-__all__ = ["preset_model", "profile_model", "fitted_model", "resolve_cost_model"]
+__all__ = ["preset_model", "profile_model", "fitted_model", "resolve_cost_model", "point_spread"]
 
 
 def preset_model(gpus: int, network: Optional[str] = None, algorithm: str = "ring",
@@ -39,18 +40,34 @@ def profile_model(profile: CalibrationProfile, path: str | Path) -> Measured:
     line = AlphaBeta(f"calibration:{Path(str(path)).name}", profile.alpha_us,
                      profile.bandwidth_gbps, profile.gpus, profile.algorithm, 0.0,
                      source + (f"; {len(points)} measured sizes" if points else ""), quality)
-    return Measured(line, points, profile.gpus if points else 0, profile.queued_curve())
+    spread = point_spread(points, {p.bytes: p.times_ms for p in profile.points})
+    return Measured(line, points, profile.gpus if points else 0, profile.queued_curve(), spread)
 
 
 def fitted_model(name: str, fit: RingFit, gpus: int, source: str,
                  points: Sequence[tuple[int, float]], measured_on: int,
                  queued: Sequence[tuple[int, float]] = (), algorithm: str = "ring",
-                 launch_us: float = 0.0, quality: Optional[dict[str, Any]] = None) -> Measured:
+                 launch_us: float = 0.0, quality: Optional[dict[str, Any]] = None,
+                 spread: Sequence[tuple[int, float, float]] = ()) -> Measured:
     """Measured ``points`` (non-decreasing, on ``measured_on`` ranks) with the ring line
-    ``fit`` to them, used on ``gpus`` ranks."""
+    ``fit`` to them, used on ``gpus`` ranks; ``spread``: how far each point is from the runs
+    it summarises (``(bytes, low, high)``, :func:`~.error.sample_spread`)."""
+    if quality is None:
+        quality = {"r2": fit.r2, "mape_pct": fit.mape_pct, "points": len(points),
+                   "ranks": measured_on, "poor": fit.poor}
     line = AlphaBeta(name, fit.alpha_us, fit.bandwidth_gbps, gpus, algorithm, launch_us, source,
                      quality)
-    return Measured(line, tuple(points), measured_on, tuple(queued))
+    return Measured(line, tuple(points), measured_on, tuple(queued), tuple(spread))
+
+
+def point_spread(points: Sequence[tuple[int, float]], runs) -> tuple[tuple[int, float, float], ...]:
+    """``(bytes, low, high)`` of each of ``points`` whose size has several ``runs``
+    (``{bytes: [ms, ...]}``): the error of the point against each run."""
+    return tuple((n, *band) for n, value in points
+                 if (band := sample_spread(value, runs.get(n, ()))) is not None)
+
+
+NOT_BOTH = "pass --calibration or --network, not both"
 
 
 def _check(gpus: int, algorithm: str) -> None:
@@ -71,12 +88,13 @@ def resolve_cost_model(
     default_network: str = DEFAULT_NETWORK,
     profile: Optional[CalibrationProfile] = None,
 ) -> CostModel:
-    """The cost model from a calibration profile (``profile``: one already read from
-    ``calibration``), else a network preset; overrides of alpha and bandwidth last."""
+    """The flat line of a calibration profile (``profile``: one already read from
+    ``calibration``), else of a network preset; overrides of alpha and bandwidth last.
+    (Which source a request gets, and which may not be mixed: :mod:`.resolve`.)"""
     _check(gpus, algorithm)
     if calibration is not None:
         if network is not None:
-            raise CostModelError("pass --calibration or --network, not both")
+            raise CostModelError(NOT_BOTH)
         measured = profile_model(profile if profile is not None else read_profile(calibration),
                                  calibration)
         line = replace(measured.line, gpus=gpus, launch_us=launch_us or measured.line.launch_us,

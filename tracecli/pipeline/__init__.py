@@ -12,12 +12,12 @@ user should hear about comes back as ``notices``, and the library never prints.
 """
 
 from .compute import ComputeRequest, inputs
-from .cost import DEFAULT_GPUS, CostRequest, resolve_cost, trace_cost
+from .cost import DEFAULT_GPUS, CostRequest, resolve_cost, trace_cost, trace_times
 from .observed import as_run
 from .planned import Planned
 from .trace import (Inspected, compare_trace, gradient_details, inspect_trace, plan_trace,
                     prepare)
 
 __all__ = ["ComputeRequest", "CostRequest", "Planned", "plan_trace", "compare_trace",
-           "prepare", "inputs", "gradient_details", "resolve_cost", "trace_cost", "as_run",
+           "prepare", "inputs", "gradient_details", "resolve_cost", "trace_cost", "trace_times", "as_run",
            "DEFAULT_GPUS", "Inspected", "inspect_trace"]

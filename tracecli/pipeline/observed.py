@@ -12,7 +12,7 @@ from ..analysis.observed import ObservedRun, observed_run
 from ..analysis.readiness import Readiness
 from ..errors import PlanError
 from ..model import Trace
-from ..costs import CostModel
+from ..costs import AlphaBeta, CostModel
 from ..planning import STRATEGIES, PlanInput
 from ..planning.observed import RunBucket, as_run_plan
 from ..planning.base import Grad
@@ -60,11 +60,36 @@ def as_run(trace: Trace, compute: ComputeRequest, cost: Union[CostModel, CostReq
     update = update_for(compute, profile)
     if all(g.nbytes is not None for g in ready.gradients):
         inp = plan_input(trace, ready, profile, update)
+        members = _by_ddp(trace, ready, inp, run) if any(b.members is None for b in run.buckets) \
+            else None
+        if members is not None:
+            run = run._replace(buckets=tuple(b._replace(members=m, note=None)
+                                             for b, m in zip(run.buckets, members)), problems=())
         buckets = [_measured(b, inp, b.members or ()) for b in run.buckets]
     else:
         inp, buckets = _bucket_level(trace, ready, profile, run, update)
     plan = as_run_plan(inp, buckets, model, run.problems)
     return Planned(trace, ready, profile, inp, model, plan, notices=tuple(notices), as_run=plan)
+
+
+def _by_ddp(trace: Trace, ready: Readiness, inp: PlanInput, run: ObservedRun):
+    """The members of the run's buckets by DDP's own rule where its mode keeps parameters
+    without a gradient in them (``find_unused_parameters``, ``static_graph``), which the
+    matching by ready gradients cannot see: the buckets ``ddp`` plans in that mode, if they
+    are exactly the run's, in order and bytes; else ``None``."""
+    from ..planning.plan import make_plan
+    from .ddp_run import ddp_setup, with_mode
+
+    inp, mode = ddp_setup(trace, ready, inp)
+    if mode is None or not inp.params:
+        return None
+    options, _ = with_mode({}, mode)
+    sizes = [b.collective.nbytes for b in run.buckets]
+    for cap in (None, *sorted({n for n in sizes if n})):  # the defaults, else a cap DDP had
+        plan = make_plan(inp, "ddp", {**options, "max_bytes": cap}, AlphaBeta("-", 0.0, 1.0, 2))
+        if [b.nbytes for b in plan.buckets] == sizes:
+            return [b.members for b in plan.buckets]
+    return None
 
 
 def _measured(b, inp: PlanInput, members: tuple[int, ...]) -> RunBucket:

@@ -9,6 +9,7 @@ from ..analysis.compute import ComputeProfile
 from ..analysis.readiness import Readiness
 from ..costs import CostModel
 from ..model import Trace
+from ..planning.advice import Advice
 from ..planning.base import PlanInput
 from ..planning.plan import BucketPlan, CompareRow
 
@@ -26,6 +27,7 @@ class Planned:
     rows: list[CompareRow] = field(default_factory=list)
     notices: tuple[str, ...] = ()
     as_run: Optional[BucketPlan] = None  # what the traced run did, measured
+    advice: tuple[Advice, ...] = ()  # what to set in each framework shown
 
     def backward_names(self) -> list[tuple[str, float]]:
         """(op name, ms) of the backward ops in execution order, for timelines."""

@@ -17,11 +17,14 @@ from ..errors import CostModelError, PlanError
 from ..model import ComputeSource, Trace
 from ..costs import CostModel
 from ..planning import OptionValues, compare, make_plan
+from ..planning.advice import compare_advice, plan_advice
+from ..planning.plan import BucketPlan
 from ..planning.observed import AS_RUN, as_run_prediction
 from ..planning.inputs import left_out_notice
 from ..planning.plan import CompareRow
 from .compute import ComputeRequest, inputs, profile_for
 from .cost import CostRequest
+from .ddp_run import ddp_setup, with_mode
 from .observed import as_run, cost_for, from_run
 from .planned import Planned
 
@@ -37,12 +40,48 @@ def prepare(trace: Trace, compute: ComputeRequest, cost: Union[CostModel, CostRe
                    notices=tuple(notices) + ((left_out,) if left_out else ()))
 
 
+def _setup(planned: Planned, options: OptionValues, strategies) -> tuple[Planned, dict]:
+    """DDP as the trace shows it: the model's parameters on the planner's input, its mode in
+    the options (said where a ddp plan is made)."""
+    inp, mode = ddp_setup(planned.trace, planned.ready, planned.inp)
+    options, said = with_mode(options, mode)
+    return replace(planned, inp=inp,
+                   notices=planned.notices + (said if "ddp" in strategies else ())), options
+
+
 def plan_trace(trace: Trace, strategy: str, options: OptionValues, compute: ComputeRequest,
                cost: Union[CostModel, CostRequest]) -> Planned:
     if from_run(strategy):
         return as_run(trace, compute, cost)
-    planned = prepare(trace, compute, cost)
-    return replace(planned, plan=make_plan(planned.inp, strategy, options, planned.cost))
+    planned, options = _setup(prepare(trace, compute, cost), options, (strategy,))
+    plan = make_plan(planned.inp, strategy, options, planned.cost)
+    run, _ = _run(trace, compute, cost, planned)  # the advice's reference, where it can be
+    advice = plan_advice(plan, trace.abilities.framework, options, _run_model(run, planned))
+    return replace(planned, plan=plan, advice=advice)
+
+
+def _run(trace: Trace, compute: ComputeRequest, cost: Union[CostModel, CostRequest],
+         planned: Planned) -> tuple[Optional[BucketPlan], tuple[str, ...]]:
+    """The run's own buckets, measured, where the trace recorded its collectives (with a
+    notice where they cannot be planned)."""
+    if not trace.collectives():
+        return None, ()
+    try:
+        return as_run(trace, compute, CostRequest(planned.cost.gpus) if isinstance(
+            cost, CostRequest) else planned.cost).plan, ()
+    except (PlanError, CostModelError) as exc:
+        return None, (f"no as-run row: {exc.message}",)
+
+
+def _run_model(run: Optional[BucketPlan], planned: Planned) -> Optional[BucketPlan]:
+    """The run's own buckets predicted under the plan's model ("as run (model)"), where
+    every bucket is matched to its gradients."""
+    if run is not None and planned.inp.fsdp is not None:  # the run's own FSDP configuration
+        return replace(make_plan(planned.inp, planned.inp.fsdp.system, {}, planned.cost),
+                       strategy=AS_RUN)
+    if run is not None and all(b.members for b in run.buckets) and run.inp == planned.inp:
+        return as_run_prediction(run, planned.cost)
+    return None
 
 
 def compare_trace(trace: Trace, options: OptionValues, compute: ComputeRequest,
@@ -50,21 +89,14 @@ def compare_trace(trace: Trace, options: OptionValues, compute: ComputeRequest,
     """Every strategy and each framework tuned, all under one model; on a trace that
     recorded its collectives, the run's own buckets under that model ("as run (model)",
     the reference of every gain) and, at the run's own world size only, as measured."""
-    planned = prepare(trace, compute, cost)
+    planned, options = _setup(prepare(trace, compute, cost), options, ("ddp",))
     rows = compare(planned.inp, planned.cost, options)
-    run = None
-    if trace.collectives():
-        try:
-            run = as_run(trace, compute, CostRequest(planned.cost.gpus) if isinstance(
-                cost, CostRequest) else planned.cost).plan
-        except (PlanError, CostModelError) as exc:
-            planned = replace(planned, notices=planned.notices + (f"no as-run row: {exc.message}",))
+    run, said = _run(trace, compute, cost, planned)
+    planned = replace(planned, notices=planned.notices + said)
     front = []
-    if run is not None and planned.inp.fsdp is not None:  # the run's own FSDP configuration
-        front.append(CompareRow("as run (model)", replace(
-            make_plan(planned.inp, planned.inp.fsdp.system, {}, planned.cost), strategy=AS_RUN)))
-    elif run is not None and all(b.members for b in run.buckets) and run.inp == planned.inp:
-        front.append(CompareRow("as run (model)", as_run_prediction(run, planned.cost)))
+    model = _run_model(run, planned)
+    if model is not None:
+        front.append(CompareRow("as run (model)", model))
     if run is not None and run.cost.gpus == planned.cost.gpus:
         front.insert(0, CompareRow("as run (measured)", run))
     elif run is not None:
@@ -74,7 +106,8 @@ def compare_trace(trace: Trace, options: OptionValues, compute: ComputeRequest,
     rows = front + rows
     best = next(r for r in rows if not r.plan.measured and r.label != "as run (model)")
     return replace(planned, plan=best.plan, rows=rows,
-                   as_run=run if run is not None and run.cost.gpus == planned.cost.gpus else None)
+                   as_run=run if run is not None and run.cost.gpus == planned.cost.gpus else None,
+                   advice=compare_advice(rows, trace.abilities.framework, options))
 
 
 @dataclass(frozen=True)

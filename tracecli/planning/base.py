@@ -3,7 +3,7 @@ with its spec: :mod:`.spec`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Optional, Sequence
 
 from ..errors import PlanError
@@ -90,6 +90,9 @@ class PlanInput:
     unit_gradients: tuple[int, ...] = ()
     # A sharded run's units and program (FSDP: planning.fsdp.model.FsdpInput), or None.
     fsdp: Any = None
+    # The model's parameters in definition order, where a sidecar names them (DDP's
+    # construction buckets and its parameters without a gradient: strategies.ddp_modes.Param)
+    params: tuple = field(default=(), compare=False)
 
     @property
     def gradient_count(self) -> int:

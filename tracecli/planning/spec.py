@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from ..costs import CostModel
     from .base import PlanInput
 
-__all__ = ["Kind", "Knob", "Options", "NoOptions", "OptionValues", "StrategySpec", "Strategy", "Settings",
+__all__ = ["Kind", "Knob", "Options", "NoOptions", "trace_input", "OptionValues", "StrategySpec", "Strategy", "Settings",
            "Tuning", "MAX_BYTES", "SPARSE_AS_DENSE", "knob_table", "per_bucket_caps",
            "cap_candidates", "mib_text", "MiB", "MAX_OPTION_BYTES"]
 
@@ -128,8 +128,9 @@ class Options:
 
     @classmethod
     def knobs(cls) -> tuple[Knob, ...]:
-        """The knobs of the record's fields, in field order."""
-        return tuple(f.metadata["knob"] for f in dataclasses.fields(cls))
+        """The knobs of the record's fields, in field order (a field of what the trace shows,
+        :func:`trace_input`, is none)."""
+        return tuple(f.metadata["knob"] for f in dataclasses.fields(cls) if "knob" in f.metadata)
 
     @classmethod
     def of(cls, given: Mapping[str, Any]):
@@ -139,6 +140,13 @@ class Options:
 
     def to_json(self) -> dict[str, Any]:
         return {k.name: getattr(self, k.name) for k in self.knobs()}
+
+
+def trace_input(default: Any = ()) -> Any:
+    """A field of an options record that the planner's input fills (what the trace shows of
+    the run, e.g. DDP's parameters without a gradient), not a knob: no flag, not in plan
+    files, not compared."""
+    return dataclasses.field(default=default, compare=False, repr=False, metadata={"input": True})
 
 
 @dataclass(frozen=True)
@@ -218,6 +226,8 @@ class StrategySpec:
     ``planner(inp, options, cost)``; it plans only the inputs ``applies(inp)`` accepts
     (``--compare`` leaves it out elsewhere), and ``rows(inp, options, cost)`` gives its own
     ``--compare`` rows (``[(label, plan)]``: tuned, default) in place of the grid's.
+    ``inputs``: ``(options, planner's input) -> options`` with the fields the trace fills
+    (:func:`trace_input`), where the strategy reads more of the run than its gradients.
     """
 
     name: str
@@ -233,6 +243,7 @@ class StrategySpec:
     planner: Optional[Callable[..., Any]] = None
     applies: Optional[Callable[[Any], bool]] = None
     rows: Optional[Callable[..., list]] = None
+    inputs: Optional[Callable[[Any, "PlanInput"], Any]] = None  # fills its trace_input fields
 
     def __post_init__(self) -> None:
         read = set(self.knobs)

@@ -79,7 +79,7 @@ def simulate(grads: Sequence[Grad], grouping: Grouping, cost: CostModel, forward
             nbytes, dtype = grouping.messages[k]
         else:
             nbytes, dtype = sum(grads[i].nbytes for i in bucket), _dtype(grads, bucket)
-        ready = max(grads[i].ready_ms for i in bucket)
+        ready = max((grads[i].ready_ms for i in bucket), default=0.0)  # none: not_before
         if grouping.not_before is not None:
             ready = max(ready, grouping.not_before[k])
         kind = grouping.collectives[k] if grouping.collectives else CollectiveKind.ALL_REDUCE

@@ -38,7 +38,8 @@ def collective_view(op: str, model, rows, measured: Optional[str] = None) -> Gro
                       f"{r.error_pct:+.1f}%" if r.error_pct is not None else "-"]
         lines.append(cells)
     cols = ["bytes", "size", "predicted us", "error band", "algorithm", "protocol", "NCCL us",
-            "pred algbw GB/s", "pred busbw GB/s"] + (["measured us", "error"] if measured else [])
+            "pred algbw GB/s", "pred busbw GB/s"] + (["measured us", "(pred-meas)/meas"]
+                                                      if measured else [])
     shown = value_columns(table, cols, lines)
     for cells in lines:
         table.add_row(*cells)

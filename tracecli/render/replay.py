@@ -51,7 +51,7 @@ def replay_view(report: "ReplayReport", top: Optional[int] = None) -> Group:
               f"{report.error_pct:+.1f}%" if report.error_pct is not None else "-"],
              ["exposed comm ms", _ms(p.exposed_comm_ms), _ms(m.exposed_comm_ms), "", ""]]
     iteration = value_columns(summary, ["", "predicted", "measured median", "measured p90",
-                                        "error"], lines)
+                                        "(pred-meas)/meas"], lines)
     for line in lines:
         summary.add_row(*line)
     held = ("every rank holds the exact sum" if report.plan.fsdp is None else

@@ -14,7 +14,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from ..costs import MEASURED_KIND, ProfilePoint, fit_ring, fitted_model, monotone
+from ..costs import MEASURED_KIND, ProfilePoint, fit_ring, fitted_model, monotone, point_spread
 from ..planning.schedule import issue_times
 from .buckets import BucketBuffer
 from .emulator import Beat, CpuStep, CudaStep, fill, verify
@@ -109,7 +109,8 @@ def _model(points: list[ProfilePoint], world: int, backend: str, what: str):
                        if p.queued_mean_ms is not None}.items())
     model = fitted_model(f"in-place calibration ({backend})", fit, world,
                          f"measured before the replay: {what}; alpha-beta R²={fit.r2:.4f}, "
-                         f"MAPE {fit.mape_pct:.1f}%", measured, world, queued)
+                         f"MAPE {fit.mape_pct:.1f}%", measured, world, queued,
+                         spread=point_spread(measured, {p.bytes: p.times_ms for p in points}))
     return model, fit
 
 

@@ -160,6 +160,7 @@ def replay_report(job: ReplayJob, run: ReplayRun) -> ReplayReport:
     drifts = [r.spin_drift_pct for r in run.ranks if r.spin_drift_pct is not None]
     info = ReplayInfo(run.backend, run.device, run.world, job.iters, job.warmup, run.verified,
                       job.cost_source if run.calibration is None else "in-place calibration",
-                      run.calibration, run.buffers, max(drifts, key=abs) if drifts else None)
-    return ReplayReport(run.plan, measured, 100.0 * (median - predicted) / predicted
-                        if predicted else None, info)
+                       run.calibration, run.buffers, max(drifts, key=abs) if drifts else None)
+    # the error everywhere in tracecli: (predicted - measured) / measured (issue 24)
+    return ReplayReport(run.plan, measured, 100.0 * (predicted - median) / median
+                        if median else None, info)

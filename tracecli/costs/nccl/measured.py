@@ -30,6 +30,7 @@ from typing import Any, Optional
 
 from ...model import CollectiveKind
 from ..measured import point_basis
+from ..curve import Curve
 from ..error import ErrorBand
 from ..collectives import NAMES
 from ..model import Linear
@@ -105,6 +106,17 @@ class NcclMeasured:
             self._cache[key] = Linear(max(t0 - slope * LINE_FROM, 0.0), slope)
         return self._cache[key]
 
+    def curve(self, kind: CollectiveKind) -> Curve:
+        """NCCL's curve scaled by the measured/model ratios (not monotone, as NCCL's own is
+        not); its minorant: the model's times the least ratio."""
+        if not self._applies(kind):
+            return self.model.curve(kind)
+        ratios = [self._ratio(i) for i in range(len(self.points))]
+        low = min([r for r in ratios if r > 0] or [0.0])
+        line = self.model.minorant(kind)
+        return Curve(lambda n: self.time_ms(kind, n), False,
+                     Linear(line.latency_ms * low, line.ms_per_byte * low))
+
     def basis(self, kind: CollectiveKind, nbytes: float) -> Optional[str]:
         if kind != self.kind:
             return None
@@ -128,6 +140,9 @@ class NcclMeasured:
             return ErrorBand(-spread, spread, "interpolated between two sizes nccl-tests "
                              f"measured: their measured/model ratios differ by {100 * spread:.0f}%")
         return self.model.error(kind, nbytes)
+
+    def unknown_error(self, kind: CollectiveKind, nbytes: float) -> str:
+        return self.model.unknown_error(kind, nbytes)
 
     def on(self, gpus: int) -> "NcclMeasured":
         return replace(self, model=self.model.on(gpus), _cache={})

@@ -29,6 +29,7 @@ from typing import Any, Optional
 
 from ...errors import CostModelError
 from ...model import CollectiveKind
+from ..curve import Curve
 from ..error import ErrorBand
 from ..collectives import NAMES
 from ..model import Linear
@@ -39,12 +40,13 @@ from .platforms import PLATFORMS
 from .fit_time import resolve
 from .timing import TimeParams, channels_used, features, time_us
 from .transports import DEFAULT_NET, NETS
-from .tuning import ALGOS, NO_GRAPH, PROTOS, AlgoGraph, Comm, algo_terms, best, tune
+from .tuning import ALGOS, FUNCS, NO_GRAPH, PROTOS, AlgoGraph, Comm, algo_terms, best, tune
 from .versions import DEFAULT_VERSION, constants_for
 
 __all__ = ["NcclModel", "LINE_FROM", "LINE_TO", "FUNC_OF"]
 
 LINE_FROM, LINE_TO = 1 << 20, 256 << 20
+FUNCS_INDEX = {name: k for k, name in enumerate(FUNCS)}
 ESTIMATED = "estimated from NCCL's search rules"
 FUNC_OF = {kind: names.nccl for kind, names in NAMES.items()}
 
@@ -208,10 +210,51 @@ class NcclModel:
     def basis(self, kind: CollectiveKind, nbytes: float) -> Optional[str]:
         return None
 
+    def curve(self, kind: CollectiveKind) -> Curve:
+        """NCCL's pick timed, size by size. Not monotone: a collective can take less time a
+        few bytes up, where NCCL runs it on one more channel (:func:`.timing.channels_used`)
+        or switches protocol. Its minorant: the fitted floors, the least latency of any
+        enabled pair and the bytes at the best bandwidth of any, on every channel."""
+        return Curve(lambda n: self.time_ms(kind, n), False, self.minorant(kind))
+
+    def minorant(self, kind: CollectiveKind) -> Linear:
+        """A line at or below :meth:`time_ms` of ``kind`` at every size (a thousandth below,
+        for NCCL's float32 arithmetic)."""
+        key = ("minorant", kind)
+        if key in self._cache:
+            return self._cache[key]
+        line = Linear(0.0, 0.0)
+        table = self._table() if self.gpus > 1 else None
+        if table is not None:
+            f = FUNCS_INDEX[self._func(kind)]
+            pairs = [(table.lat[f][a][p], table.bw[f][a][p]) for a in range(len(table.bw[f]))
+                     for p in range(3) if table.bw[f][a][p] > 0]
+            if pairs:
+                lat = min(max(lat, 0.0) for lat, _ in pairs)
+                per_byte = self.charged_bytes(kind, 1 << 20) / float(1 << 20) / (1000.0 * max(bw for _, bw in pairs))
+                hit = self.time_params()
+                if hit is not None:
+                    p = hit[0]
+                    fixed = p.floor + (p.net_floor if self.topology.nodes > 1 else 0.0)
+                    line = Linear(fixed + p.lat * lat, p.bw * per_byte) \
+                        if min(p.floor, p.net_floor, p.lat, p.bw) >= 0 else line
+                else:
+                    line = Linear(lat, per_byte)
+                line = Linear(0.999 * line.latency_ms / 1000.0, 0.999 * line.ms_per_byte / 1000.0)
+        self._cache[key] = line
+        return line
+
     def error(self, kind: CollectiveKind, nbytes: float) -> Optional[ErrorBand]:
         """The cross-validated error of :meth:`time_ms` at this size (:mod:`.accuracy`);
         ``None`` on one rank or where nothing was fitted."""
         return self.error_charged(kind, self.charged_bytes(kind, nbytes))
+
+    def unknown_error(self, kind: CollectiveKind, nbytes: float) -> str:
+        if self.gpus <= 1:
+            return "one rank: nothing to reduce"
+        if self.time_params() is None:
+            return "NCCL's own ranking times, not fitted to any measurement"
+        return "no held-out measurement of this size checks the time model"
 
     def error_charged(self, kind: CollectiveKind, charged: int) -> Optional[ErrorBand]:
         """:meth:`error` for the bytes NCCL charges (nccl-tests' size column)."""

@@ -215,12 +215,10 @@ def topology_model(req: TopologyRequest, gpus: Optional[int] = None) -> tuple[Nc
 
 
 def nccl_cost_model(req: TopologyRequest, gpus: Optional[int] = None,
-                    nccl_tests: Optional[str] = None, calibration: Optional[str] = None):
+                    nccl_tests: Optional[str] = None):
     """The cost model of a plan or replay with a topology: NCCL's model, with the nccl-tests
-    output at ``nccl_tests`` answering the sizes it measured. Returns it with its notices."""
-    if calibration is not None:
-        raise CostModelError("--calibration is a flat model's profile; with a topology "
-                        "or --nccl-tests, pass measured times as --nccl-tests FILE instead")
+    output at ``nccl_tests`` answering the sizes it measured. Returns it with its notices
+    (which sources may be mixed: :func:`tracecli.costs.resolve.conflict`)."""
     if nccl_tests is None:
         return topology_model(req, gpus)
     from .measured import from_nccl_tests

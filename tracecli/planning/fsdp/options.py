@@ -117,7 +117,7 @@ def _reshard(text: str, f: FsdpInput, shard: int, system: str) -> dict[str, obje
     elif system == "fsdp2" and value.isdigit() and 1 < int(value) < shard and shard % int(value) == 0:
         chosen = int(value)
     else:
-        raise PlanError(f"--fsdp-reshard-after-forward must be true, false"
+        raise PlanError("--fsdp-reshard-after-forward must be true, false"
                         + (f" or a size dividing the shard group of {shard} (not 1, not "
                            f"{shard})" if system == "fsdp2" else "") + f", not {text!r}")
     return {u.name: (chosen if u.name != ROOT else f.reshard.get(ROOT, False)) for u in f.units}

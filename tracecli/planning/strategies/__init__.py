@@ -63,9 +63,11 @@ KNOBS = knob_table(STRATEGIES.values())
 """Every strategy option once, in the CLI's order."""
 
 
-def predicted() -> list[str]:
-    """The strategies the planner predicts: all but those taken from a run."""
-    return [name for name, spec in STRATEGIES.items() if not spec.from_run]
+def predicted(inp=None) -> list[str]:
+    """The strategies the planner predicts: all but those taken from a run; given a planner's
+    input ``inp``, those that plan it (FSDP's plan FSDP runs only: ``applies``)."""
+    return [name for name, spec in STRATEGIES.items() if not spec.from_run
+            and (inp is None or spec.applies is None or spec.applies(inp))]
 
 
 def spec_of(name: str) -> StrategySpec:

@@ -13,7 +13,8 @@ Only deterministic commands are run: replay and calibrate measure, so they appea
 ``replay --dry-run`` (which checks and predicts without starting ranks).
 
 Deliberate changes are listed in INTENDED: each rewrites the base revision's output the way
-the change meant to, so what remains must still be identical.
+the change meant to, so what remains must still be identical; NORMALIZED and ALLOWED
+take the changes a rewrite cannot make (below).
 """
 
 from __future__ import annotations
@@ -162,6 +163,18 @@ NORMALIZED = [
 ]
 
 
+# Deliberate changes of measured numbers and of the words around them, which neither a
+# rewrite nor a normalisation can follow: the commands whose output may differ, each with
+# why. A difference there is reported as ALLOWED with its reason; any other still DIFFERS.
+ALLOWED = [
+    ("issue 23 (rounds 1 and 2): NCCL's pick is timed by the fitted time model, with its "
+     "error band, and NCCL's choice sees the latency a network plugin reports and the NICs "
+     "as NCCL counts them: `collective` prints new times, bands and constants, and plans "
+     "under --platform change with them (docs/nccl-time-model.md)",
+     lambda cmd: cmd[0] == "collective" or (cmd[0] == "plan-buckets" and "--platform" in cmd)),
+]
+
+
 def normalized(cmd: list[str], result: tuple) -> tuple:
     """``result`` with every normalisation that applies to ``cmd``."""
     code, out, err, files = result
@@ -290,7 +303,7 @@ def main() -> int:
         subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base_tree)],
                        capture_output=True)
         shutil.rmtree(tmp, ignore_errors=True)
-    differ = normal = 0
+    differ = normal = allowed = 0
     for cmd, b, a in zip(commands(), before, after):
         b = intended(cmd, b)
         if a == b:
@@ -298,6 +311,11 @@ def main() -> int:
         if normalized(cmd, a) == normalized(cmd, b):
             normal += 1
             print(f"INTENDED (numbers masked): tracecli {' '.join(cmd)}")
+            continue
+        why = next((reason for reason, applies in ALLOWED if applies(cmd)), None)
+        if why is not None:
+            allowed += 1
+            print(f"ALLOWED: tracecli {' '.join(cmd)}\n  ({why})")
             continue
         differ += 1
         print(f"DIFFERS: tracecli {' '.join(cmd)}")
@@ -314,8 +332,9 @@ def main() -> int:
             if b[3].get(name) != a[3].get(name):
                 print(f"  file {name} differs")
     total = len(before)
-    print(f"{total - differ - normal} of {total} commands identical to {args.base}; {normal} "
-          f"identical once normalised as NORMALIZED says; {differ} differ")
+    print(f"{total - differ - normal - allowed} of {total} commands identical to {args.base}; "
+          f"{normal} identical once normalised as NORMALIZED says; {allowed} differ as ALLOWED "
+          f"says; {differ} differ")
     return 1 if differ else 0
 
 

@@ -20,6 +20,12 @@ __all__ = ["BucketTiming", "Timeline", "simulate", "timeline_of", "lower_bound"]
 
 
 class BucketTiming(NamedTuple):
+    """One bucket (one collective) of a timeline. Sharded strategies (FSDP) add where it
+    ran and why: ``phase`` (``forward`` / ``backward``), ``unit`` (the module whose
+    parameters it carries), ``elements`` (the unsharded count: an all-gather's output, a
+    reduce-scatter's input), ``channel`` (the collective's queue in the schedule) and
+    ``group`` (the ranks it runs on); ``None`` for a gradient bucket."""
+
     index: int
     members: tuple[int, ...]
     nbytes: int
@@ -28,6 +34,11 @@ class BucketTiming(NamedTuple):
     start_ms: float
     end_ms: float
     collective: CollectiveKind = CollectiveKind.ALL_REDUCE
+    phase: Optional[str] = None
+    unit: Optional[str] = None
+    elements: Optional[int] = None
+    channel: Optional[str] = None
+    group: Optional[int] = None
 
     @property
     def duration_ms(self) -> float:

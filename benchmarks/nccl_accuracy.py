@@ -41,7 +41,8 @@ def points() -> tuple[list[Point], dict[str, list[tuple[int, float, float, str]]
     for t in TABLES:
         m = t.model()
         for n, us in t.points():
-            pts.append(Point(t.name, t.net or "local", t.multi_node, m.features(t.kind, n), us))
+            pts.append(Point(t.name, t.net or "local", t.multi_node, m.features(t.kind, n), us,
+                             t.group))
             a, p, nccl = m.pick(t.kind, n)
             before.setdefault(t.name, []).append((n, us, nccl, f"{a}/{p}"))
     return pts, before
@@ -93,10 +94,12 @@ def write(path: Path = OUT) -> str:
              "training tables of tests/nccl_training.py; tests/costs/test_nccl_time.py refits them and",
              'checks they are these. Do not edit by hand."""', "",
              "from .timing import TimeParams", "", "TRAINING = " + repr(tuple(t.name for t in TABLES)),
-             "", "# class -> TimeParams(floor µs, net_floor µs, latency factor, bandwidth factor)",
+             "", "# class -> TimeParams(floor µs, net_floor µs, latency factor, bandwidth factor, "
+             "NVLS-on-sm100 bandwidth factor)",
              "FITTED = {"]
     for c, p in fitted.items():
-        lines.append(f"    {c!r}: TimeParams({p.floor!r}, {p.net_floor!r}, {p.lat!r}, {p.bw!r}),")
+        lines.append(f"    {c!r}: TimeParams({p.floor!r}, {p.net_floor!r}, {p.lat!r}, {p.bw!r}, "
+                     f"{p.bw_nvls_sm100!r}),")
     lines += ["}", "", "# scope -> (lo bytes, hi bytes or None, p10 error, p90 error, points, tables)",
               "ERROR_BANDS = " + repr(bands(held_out())), ""]
     text = "\n".join(lines)

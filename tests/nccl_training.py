@@ -1,10 +1,17 @@
 """The training set of tracecli's NCCL time model (tracecli/costs/nccl/timing.py): public nccl-tests tables, each with its topology as its
 source states it (sources: tests/fixtures/nccl/README.md).
 
-Each :class:`TrainingTable` names its fixture, its collective, its transport and how to build
-NCCL's model of its topology from the stated hardware alone (nodes, GPUs, GPU, NICs, NCCL
+Each :class:`TrainingTable` names its fixture, its collective, its transport, the cluster it
+was measured on (leave-one-cluster-out holds out every table of a cluster together) and how to
+build NCCL's model of its topology from the stated hardware alone (nodes, GPUs, GPU, NICs, NCCL
 version, or the graph solved from the run's own log): exactly what a user would pass. None of
 the sources reserved for the independent check is here.
+
+Fixtures are the source's own text. Where a page shows nccl-tests' rows without its ``#``
+header or closing line (documentation sites render the console block), :func:`table_rows`
+reads the rows themselves and checks each one as it reads it: ``algbw = size / time`` and
+``busbw = algbw x`` the bus factor of the collective on the table's rank count (a copying
+error or a table of another rank count fails here, not in the fit).
 
 >>> [t.name for t in TABLES][:2]
 ['gcp-a3mega-2x8-h100-tcpxo', 'b300-1x8-nvls']
@@ -12,19 +19,22 @@ the sources reserved for the independent check is here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
+from tracecli.costs.collectives import kind_cost
 from tracecli.costs.nccl.model import NcclModel
+from tracecli.costs.nccl.nccl_tests import TYPE_BYTES
 from tracecli.costs.nccl.tuning import AlgoGraph
 from tracecli.costs.topology import Topology
 from tracecli.model import CollectiveKind
 
-__all__ = ["TrainingTable", "TABLES", "FIXTURES", "b300_rows"]
+__all__ = ["TrainingTable", "TABLES", "FIXTURES", "b300_rows", "table_rows"]
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "nccl"
 _UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+_REDOPS = {"sum", "none", "prod", "min", "max", "avg"}
 
 
 @dataclass(frozen=True)
@@ -35,20 +45,22 @@ class TrainingTable:
     net: Optional[str]      # None: one node
     model: Callable[[], NcclModel]
     source: str
+    cluster: str = ""       # leave-one-cluster-out group (default: the table alone)
 
     def points(self) -> list[tuple[int, float]]:
         """``(bytes, measured µs)`` per size, ascending."""
         path = FIXTURES / self.fixture
         if self.fixture.endswith(".md"):
             return sorted((n, us) for n, (_, us) in b300_rows(path).items())
-        from tracecli.costs.nccl.nccl_tests import read_nccl_tests
-
-        run = read_nccl_tests(str(path))
-        return sorted({r.bytes: r.time_us for r in run.rows if r.bytes > 0}.items())
+        return table_rows(path, self.kind, self.model().gpus)
 
     @property
     def multi_node(self) -> bool:
         return self.net is not None
+
+    @property
+    def group(self) -> str:
+        return self.cluster or self.name
 
 
 def b300_rows(path: Path) -> dict[int, tuple[float, float]]:
@@ -65,11 +77,38 @@ def b300_rows(path: Path) -> dict[int, tuple[float, float]]:
     return rows
 
 
+def table_rows(path: Path, kind: CollectiveKind, ranks: int) -> list[tuple[int, float]]:
+    """``(bytes, out-of-place µs)`` of every nccl-tests row in ``path`` (MPI prefixes, ``#``
+    lines and log lines skipped), each checked against its own algbw and busbw columns."""
+    factor = kind_cost(kind).bus(ranks)
+    rows: dict[int, float] = {}
+    for no, raw in enumerate(path.read_text().splitlines(), 1):
+        words = raw.split(":", 1)[-1].split() if "<stdout>" in raw else raw.split()
+        if len(words) < 9 or not (words[0].isdigit() and words[1].isdigit()) \
+                or words[2] not in TYPE_BYTES or words[3] not in _REDOPS:
+            continue
+        size, us, algbw, busbw = int(words[0]), float(words[5]), float(words[6]), float(words[7])
+        if not (size > 0 and us > 0):
+            continue
+        expect = size / us / 1e3
+        if abs(algbw - expect) > max(0.011, 0.006 * expect):
+            raise ValueError(f"{path}:{no}: algbw {algbw} is not size/time = {expect:.3f}: "
+                             "the row is not copied right")
+        if algbw >= 1.0 and abs(busbw - algbw * factor) > max(0.011, 0.006 * busbw):
+            raise ValueError(f"{path}:{no}: busbw/algbw {busbw / algbw:.3f} is not "
+                             f"{factor:.3f} ({kind.value} on {ranks} ranks)")
+        if size in rows:
+            raise ValueError(f"{path}:{no}: size {size} twice: two runs in one fixture")
+        rows[size] = us
+    if not rows:
+        raise ValueError(f"{path}: no nccl-tests rows")
+    return sorted(rows.items())
+
+
 def _topo(gpu: str, nodes: int, per: int, nic_gbps: float, nics: int, version: str,
           net: Optional[str]) -> Callable[[], NcclModel]:
     def make() -> NcclModel:
-        m = NcclModel.for_topology(gpu, nodes, per, True, nic_gbps, nics, version)
-        return replace(m, net=net)
+        return NcclModel.for_topology(gpu, nodes, per, True, nic_gbps, nics, version, net)
     return make
 
 
@@ -82,11 +121,12 @@ def _rtx() -> NcclModel:
                      graph_source="solved from the run's TUNING log", net="socket")
 
 
-AR, BC = CollectiveKind.ALL_REDUCE, CollectiveKind.BROADCAST
+AR, AG, BC = CollectiveKind.ALL_REDUCE, CollectiveKind.ALL_GATHER, CollectiveKind.BROADCAST
+DSTACK = "dstackai/dstack mkdocs/docs/examples/clusters/"
 TABLES: tuple[TrainingTable, ...] = (
     TrainingTable("gcp-a3mega-2x8-h100-tcpxo", "gcp_a3mega_h100_2x8_all_reduce_perf.txt", AR,
                   "tcpxo", _topo("h100", 2, 8, 1600.0, 8, "2.30.7", "tcpxo"),
-                  "lessizzmore/create-a3mega-ztan-fork ztan-NCCL-test-result"),
+                  "lessizzmore/create-a3mega-ztan-fork ztan-NCCL-test-result", "gcp-a3mega"),
     TrainingTable("b300-1x8-nvls", "ebpf_b300_1x8_allreduce_busbw_2.29.7.md", AR, None,
                   _topo("b200", 1, 8, 0.0, 0, "2.29.7", None),
                   "eunomia-bpf/nccl-eBPF docs/tmp/experiment-results-b300.md"),
@@ -104,4 +144,25 @@ TABLES: tuple[TrainingTable, ...] = (
     TrainingTable("oci-a100-2x8-roce", "oci_a100_2x8_roce_all_reduce_perf_2.26.5.txt", AR,
                   "roce", _topo("a100", 2, 8, 1600.0, 16, "2.26.5", "roce"),
                   "oracle-japan/ocitutorials content/hpc/benchmark/run-nccltests-ubuntu/index.md"),
+    TrainingTable("aws-p4d-2x8-a100-efa", "aws_dlami_p4d_2x8_efa_all_reduce_perf_2.23.4.txt", AR,
+                  "efa", _topo("a100", 2, 8, 400.0, 4, "2.23.4", "efa"),
+                  "AWS Deep Learning AMI developer guide, tutorial-efa-using"),
+    TrainingTable("dgx-h100-1x8-nvls", "nvidia_dgxc_h100_1x8_all_reduce_perf.txt", AR, None,
+                  _topo("h100", 1, 8, 0.0, 0, "2.30.7", None),
+                  "NVIDIA/dgxc-benchmarking nccl/README.md"),
+    TrainingTable("nebius-h100-2x8-ib", "dstack_nebius_h100_2x8_ib_all_reduce_perf.txt", AR, "ib",
+                  _topo("h100", 2, 8, 3200.0, 8, "2.30.7", "ib"), DSTACK + "nebius.md",
+                  "nebius-h100"),
+    TrainingTable("nebius-h100-2x8-ib-large", "skypilot_nebius_h100_2x8_ib_all_reduce_perf_2.23.4.txt",
+                  AR, "ib", _topo("h100", 2, 8, 3200.0, 8, "2.23.4", "ib"),
+                  "skypilot-org/skypilot examples/nebius_infiniband/README.md", "nebius-h100"),
+    TrainingTable("lambda-b200-2x8-ib", "dstack_lambda_b200_2x8_ib_all_reduce_perf_2.26.2.txt", AR,
+                  "ib", _topo("b200", 2, 8, 3200.0, 8, "2.26.2", "ib"), DSTACK + "lambda.md"),
+    TrainingTable("gcp-a4-2x8-b200-roce", "dstack_gcp_a4_b200_2x8_roce_all_reduce_perf.txt", AR,
+                  "roce", _topo("b200", 2, 8, 3200.0, 8, "2.30.7", "roce"), DSTACK + "gcp.md"),
+    TrainingTable("gcp-a3high-2x8-h100-tcpx-ag", "dstack_gcp_a3high_h100_2x8_tcpx_all_gather_perf.txt",
+                  AG, "tcpx", _topo("h100", 2, 8, 800.0, 4, "2.30.7", "tcpx"), DSTACK + "gcp.md"),
+    TrainingTable("gcp-a3mega-2x8-h100-tcpxo-ag", "dstack_gcp_a3mega_h100_2x8_tcpxo_all_gather_perf.txt",
+                  AG, "tcpxo", _topo("h100", 2, 8, 1600.0, 8, "2.30.7", "tcpxo"), DSTACK + "gcp.md",
+                  "gcp-a3mega"),
 )

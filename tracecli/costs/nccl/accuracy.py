@@ -6,7 +6,7 @@ A band is the 10th to 90th percentile of ``(predicted - measured) / measured`` o
 training tables' sizes in that size range, each table predicted by constants fitted on the
 OTHER tables only (leave-one-cluster-out), one node and several nodes apart.
 
->>> t = error_table("network", "ib", "rdma")
+>>> t = error_table("network", "ib", "ib")
 >>> t.at(None, 1 << 30).basis.startswith("leave-one-cluster-out")
 True
 """

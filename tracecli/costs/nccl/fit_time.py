@@ -6,15 +6,15 @@ linear in its constants, so they are the weighted least squares of RELATIVE erro
 (``(predicted - measured) / measured``), each table weighing as much as any other whatever
 its number of sizes. One node has its own constants (``local``). A network's constants are a
 sum, shrunk toward each other by weak priors (:data:`PRIOR`): all networks' (``network``,
-factors pulled toward 1, NCCL's own numbers), plus its family's share (``rdma``, ``plugin``,
-``socket``, :mod:`.transports`), plus its own share, each share pulled toward 0, so a
+factors pulled toward 1, NCCL's own numbers), plus its family's share (``verbs``,
+``libfabric``, ...: :mod:`.transports`), plus its own share, each share pulled toward 0, so a
 transport measured at few sizes stays near its family and a floor is set by small sizes, not
 by one large one. Base constants that would go negative are held at 0.
 
 :func:`resolve` answers a transport with its own constants where a table measured it, else its
 family's, else all networks': a transport no table measured is timed from the others.
 
->>> pts = [Point("a", "local", False, (1.0, 0.0, 10.0, n / 100.0), 30.0 + 2 * n / 100.0)
+>>> pts = [Point("a", "local", False, (1.0, 0.0, 10.0, n / 100.0, 0.0), 30.0 + 2 * n / 100.0)
 ...        for n in (100, 1000, 10000, 100000)]
 >>> p = fit(pts)["local"]   # 30 µs of floor and latency, twice NCCL's bandwidth term
 >>> from .timing import time_us
@@ -41,8 +41,9 @@ class Point(NamedTuple):
     table: str
     net: str          # the transport, or "local" on one node
     multi_node: bool
-    feats: tuple      # (1, multi-node, NCCL latency µs, NCCL bandwidth µs): timing.features
+    feats: tuple      # (1, multi-node, latency µs, bandwidth µs, NVLS-sm100 µs): timing.features
     measured_us: float
+    cluster: str = ""  # the cluster measured: loco holds its tables out together (default: table)
 
 
 def _solve(a: list[list[float]], b: list[float]) -> list[float]:
@@ -65,6 +66,8 @@ def _terms(net: str) -> list[str]:
     """The parameter groups a class's constants add up (``local`` stands alone)."""
     if net == "local":
         return ["local"]
+    if family(net) == net:  # a transport alone in its family: no family share
+        return ["network", "net:" + net]
     return ["network", "family:" + family(net), "net:" + net]
 
 
@@ -75,8 +78,9 @@ def fit(points: list[Point]) -> dict[str, TimeParams]:
     Returns ``{"local", "network", "<family>", "<net>": TimeParams}``: a family's constants
     are ``network`` + its family's share, a transport's add its own share."""
     groups = sorted({g for p in points for g in _terms(p.net)})
-    names = ["floor"] + [f"{k}|{g}" for g in groups for k in ("net_floor", "lat", "bw")
-                         if not (g == "local" and k == "net_floor")]
+    names = ["floor", "bw_nvls_sm100"] + [f"{k}|{g}" for g in groups
+                                          for k in ("net_floor", "lat", "bw")
+                                          if not (g == "local" and k == "net_floor")]
     idx = {n: i for i, n in enumerate(names)}
     per_table: dict[str, int] = {}
     for p in points:
@@ -84,8 +88,9 @@ def fit(points: list[Point]) -> dict[str, TimeParams]:
     rows = []
     for p in points:
         x = [0.0] * len(names)
-        one, multi, lat, bw = p.feats
+        one, multi, lat, bw, bw_nvls = p.feats
         x[idx["floor"]] = one / p.measured_us
+        x[idx["bw_nvls_sm100"]] = bw_nvls / p.measured_us
         for g in _terms(p.net):
             if g != "local":
                 x[idx[f"net_floor|{g}"]] = multi / p.measured_us
@@ -94,25 +99,26 @@ def fit(points: list[Point]) -> dict[str, TimeParams]:
         rows.append((x, 1.0, 1.0 / per_table[p.table]))
     for n in names:  # priors: base factors toward 1, shares and floors toward 0 (their scale)
         kind, _, g = n.partition("|")
-        base = g in ("local", "network") and kind in ("lat", "bw")
+        base = (g in ("local", "network") and kind in ("lat", "bw")) or kind == "bw_nvls_sm100"
         x = [0.0] * len(names)
         x[idx[n]] = 1.0 / FLOOR_SCALE.get(kind, 1.0)
         rows.append((x, 1.0 if base else 0.0, PRIOR))
-    theta = _nonnegative_lstsq(rows, len(names), {i for n, i in idx.items()
-                                                   if n == "floor" or n.endswith(("|local", "|network"))})
+    theta = _nonnegative_lstsq(rows, len(names), {i for n, i in idx.items() if n in (
+        "floor", "bw_nvls_sm100") or n.endswith(("|local", "|network"))})
+    nvls = theta[idx["bw_nvls_sm100"]]
     val = lambda k, g: theta[idx[f"{k}|{g}"]] if f"{k}|{g}" in idx else 0.0  # noqa: E731
     out = {}
     if "local" in groups:
-        out["local"] = TimeParams(theta[0], 0.0, val("lat", "local"), val("bw", "local"))
+        out["local"] = TimeParams(theta[0], 0.0, val("lat", "local"), val("bw", "local"), nvls)
     for g in groups:
         if g == "local":
             continue
         chain = ["network"] if g == "network" else ["network", g] if g.startswith("family:") \
-            else ["network", "family:" + family(g[4:]), g]
+            else _terms(g[4:])
         key = g.split(":", 1)[-1]
         out[key] = TimeParams(theta[0], max(0.0, sum(val("net_floor", c) for c in chain)),
                               max(0.0, sum(val("lat", c) for c in chain)),
-                              max(0.0, sum(val("bw", c) for c in chain)))
+                              max(0.0, sum(val("bw", c) for c in chain)), nvls)
     return out
 
 
@@ -150,15 +156,17 @@ def resolve(fitted: dict[str, TimeParams], net: Optional[str]
 
 
 def loco(points: list[Point]) -> dict[str, list[tuple[Point, float, str]]]:
-    """Leave-one-cluster-out: each table predicted by constants fitted on the OTHER tables
-    only. ``{table: [(point, predicted µs, class used), ...]}``."""
+    """Leave-one-cluster-out: each table predicted by constants fitted on the tables of the
+    OTHER clusters only (a point's ``cluster``, else its table, is its cluster).
+    ``{table: [(point, predicted µs, class used), ...]}``."""
     from .timing import time_us
 
     out: dict[str, list[tuple[Point, float, str]]] = {}
-    for held in sorted({p.table for p in points}):
-        fitted = fit([p for p in points if p.table != held])
-        for p in (q for q in points if q.table == held):
+    group = lambda p: p.cluster or p.table  # noqa: E731
+    for held in sorted({group(p) for p in points}):
+        fitted = fit([p for p in points if group(p) != held])
+        for p in (q for q in points if group(q) == held):
             hit = resolve(fitted, None if p.net == "local" else p.net)
-            params, key = hit if hit is not None else (TimeParams(0.0, 0.0, 1.0, 1.0), "nccl")
-            out.setdefault(held, []).append((p, time_us(params, p.feats), key))
+            params, key = hit if hit is not None else (TimeParams(0.0, 0.0, 1.0, 1.0, 1.0), "nccl")
+            out.setdefault(p.table, []).append((p, time_us(params, p.feats), key))
     return out

@@ -39,7 +39,7 @@ from .nvls import search_nvls
 from .platforms import PLATFORMS
 from .fit_time import resolve
 from .timing import TimeParams, channels_used, features, time_us
-from .transports import DEFAULT_NET, NETS
+from .transports import DEFAULT_NET, NETS, nccl_nics, plugin_latency
 from .tuning import ALGOS, FUNCS, NO_GRAPH, PROTOS, AlgoGraph, Comm, algo_terms, best, tune
 from .versions import DEFAULT_VERSION, constants_for
 
@@ -72,6 +72,8 @@ class NcclModel:
     nics: Optional[int] = None
     nvls: Optional[AlgoGraph] = None
     net: Optional[str] = None  # the network transport (transports.py); None on one node
+    net_latency: Optional[float] = None  # µs the network reports to NCCL (None: the transport's)
+    nic_devices: Optional[int] = None  # network devices NCCL sees a node (transports.nccl_nics)
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -92,37 +94,56 @@ class NcclModel:
         if nodes > 1 and (nics < 1 or not nic_gbps > 0):
             raise CostModelError(f"{nodes} nodes need a network: pass --nic-gbps (Gb/s per "
                             "node, summed over its NICs) and at least one NIC")
-        ring, tree = search_graphs(GPUS[gpu], gpus_per_node, nodes, nvswitch, nic_gbps, nics)
-        nvls = search_nvls(GPUS[gpu], gpus_per_node, nodes, nvswitch, nic_gbps, nics, version)
+        devices = nccl_nics(nics, gpus_per_node, net or DEFAULT_NET, version)[0] \
+            if nodes > 1 else nics
+        ring, tree = search_graphs(GPUS[gpu], gpus_per_node, nodes, nvswitch, nic_gbps, devices)
+        nvls = search_nvls(GPUS[gpu], gpus_per_node, nodes, nvswitch, nic_gbps, devices, version)
         return cls(topo, GPUS[gpu].compcap, ring, tree, version, nvls=nvls,
                    tree_pattern_tree=tree_pattern_is_tree(GPUS[gpu], nodes),
                    source=f"NCCL {version} model, {nodes} x {gpus_per_node} {gpu}", device=gpu,
                    intra="nvswitch" if nvswitch else "pcie",
                    nic_gbps=nic_gbps if nodes > 1 else None, nics=nics if nodes > 1 else None,
-                   net=net if nodes > 1 else None)
+                   net=net if nodes > 1 else None,
+                   nic_devices=devices if nodes > 1 and devices != nics else None)
 
     @classmethod
     def for_platform(cls, platform: str, nodes: int, version: str = DEFAULT_VERSION) -> "NcclModel":
         if platform not in PLATFORMS:
             raise CostModelError(f"unknown platform {platform!r}; use one of " + ", ".join(PLATFORMS))
         p = PLATFORMS[platform]
-        m = cls.for_topology(p.gpu, nodes, p.gpus_per_node, p.nvswitch, p.nic_gbps, p.nics, version)
+        m = cls.for_topology(p.gpu, nodes, p.gpus_per_node, p.nvswitch, p.nic_gbps, p.nics, version,
+                             p.net)
         return replace(m, name=f"nccl:{platform}", source=f"{m.source}; {p.source}",
-                       net=p.net if nodes > 1 else None)
+                       net_latency=p.net_latency if nodes > 1 else None)
 
     # --- the protocol -------------------------------------------------------------------
     @property
     def gpus(self) -> int:
         return self.topology.ranks
 
-    def _table(self):
-        if "table" not in self._cache:
+    @property
+    def plugin_latency_us(self) -> float:
+        """µs the network reports to NCCL (``latencyInter``, transports.plugin_latency); 0 on
+        one node."""
+        if self.topology.nodes == 1:
+            return 0.0
+        return self.net_latency if self.net_latency is not None else plugin_latency(self.link_net)
+
+    def _table(self, latency: Optional[float] = None):
+        """NCCL's tuning table; ``latency``: the network latency on the graphs (default: what
+        the network reports to NCCL, :attr:`plugin_latency_us`)."""
+        lat = self.plugin_latency_us if latency is None else latency
+        key = ("table", lat)
+        if key not in self._cache:
             t = self.topology
-            comm = Comm(t.ranks, t.nodes, self.compcap, self.ring, self.tree, cpu=self.cpu,
+            # search.cc:745 sets the NET's latency on every graph that crosses the network
+            ring, tree, nvls = (g if lat == 0 or g is None else replace(g, latency_inter=lat)
+                                for g in (self.ring, self.tree, self.nvls))
+            comm = Comm(t.ranks, t.nodes, self.compcap, ring, tree, cpu=self.cpu,
                         tree_pattern_tree=self.tree_pattern_tree,
-                        nvls=self.nvls or NO_GRAPH, nvls_support=self.nvls is not None)
-            self._cache["table"] = tune(comm, constants_for(self.version))
-        return self._cache["table"]
+                        nvls=nvls or NO_GRAPH, nvls_support=nvls is not None)
+            self._cache[key] = tune(comm, constants_for(self.version))
+        return self._cache[key]
 
     def _func(self, kind: CollectiveKind) -> str:
         try:
@@ -155,17 +176,22 @@ class NcclModel:
                 self._cache[key] = hit
         return hit
 
-    def features(self, kind: CollectiveKind, charged: int) -> tuple[float, float, float, float]:
+    def features(self, kind: CollectiveKind, charged: int) -> tuple[float, ...]:
         """The time model's terms of NCCL's pick for ``charged`` bytes (timing.features)."""
         a, p, _ = self.pick(kind, charged)
         if a == "none":
-            return 0.0, 0.0, 0.0, 0.0
-        table = self._table()
+            return 0.0, 0.0, 0.0, 0.0, 0.0
+        # the pick is NCCL's (with the latency the network reports), its time is not: a
+        # plugin's reported latency is a knob for NCCL's choice (aws-ofi-nccl chose 75 us
+        # because "NCCL's internal tuner choices work better with this value",
+        # platform-aws.cpp:774-780), so the time model's latency term leaves it out
+        table = self._table(0.0)
         lat, bw = algo_terms(table, self._func(kind), ALGOS.index(a), PROTOS.index(p), charged)
         comm = table.comm
         used = channels_used(a, p, charged, comm.channels, comm.n_ranks,
                              self.ring.n_channels * self.ring.bw_intra)
-        return features(lat, bw, charged, used, comm.channels, self.topology.nodes > 1)
+        return features(lat, bw, charged, used, comm.channels, self.topology.nodes > 1,
+                        a in ("NVLS", "NVLSTree") and self.compcap >= 100)
 
     def time_params(self) -> Optional[tuple[TimeParams, str]]:
         """The fitted constants that time this topology, with their class (fitted.py)."""
@@ -298,6 +324,10 @@ class NcclModel:
             if t.gpus_per_node > 1 else ""
         net = (f", {self.nic_gbps:g} Gb/s per node over {self.nics} NIC"
                f"{'s' if self.nics != 1 else ''}" if self.nic_gbps else "")
+        if self.nic_devices is not None and self.nics:
+            net += f" (NCCL sees {self.nic_devices}: {nccl_nics(self.nics, t.gpus_per_node, self.link_net, self.version)[1]})"
+        if self.plugin_latency_us:
+            net += f"; the network reports {self.plugin_latency_us:g} us of latency to NCCL"
         return (f"{self.name}: NCCL {self.version}'s own model ({constants_for(self.version).tag} "
                 f"constants) of {t.nodes} x {t.gpus_per_node} {self.device or 'GPUs'}{fabric}{net}; "
                 f"ring graph {r.n_channels} channels x {r.bw_intra:g}/{r.bw_inter:g} GB/s "
@@ -323,14 +353,15 @@ class NcclModel:
         platform = self.name.removeprefix("nccl:")
         if self.graph_source == ESTIMATED and platform in PLATFORMS:
             return replace(NcclModel.for_platform(platform, topo.nodes, self.version),
-                           topology=topo, cpu=self.cpu, net=self.net)
+                           topology=topo, cpu=self.cpu, net=self.net,
+                           net_latency=self.net_latency if topo.nodes > 1 else None)
         network = topo.nodes == 1 or (self.nic_gbps and self.nics)
         if self.graph_source == ESTIMATED and self.device in GPUS and network:
             m = NcclModel.for_topology(self.device, topo.nodes, topo.gpus_per_node,
                                        self.intra != "pcie", self.nic_gbps or 0.0, self.nics or 0,
-                                       self.version)
+                                       self.version, self.net)
             return replace(m, name=self.name, cpu=self.cpu, nic_gbps=self.nic_gbps, nics=self.nics,
-                           net=self.net)
+                           net=self.net, net_latency=self.net_latency)
         return replace(self, topology=topo, _cache={})  # a log's graph: as NCCL printed it
 
     def describe(self) -> dict[str, Any]:

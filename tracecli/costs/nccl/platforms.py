@@ -12,6 +12,7 @@ transport (``net``, :mod:`.transports`) selects the time model's constants.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 __all__ = ["Platform", "PLATFORMS"]
 
@@ -26,6 +27,7 @@ class Platform:
     nic_gbps: float  # summed over the node's NICs, Gb/s
     source: str
     net: str = "ib"
+    net_latency: Optional[float] = None  # µs the network reports to NCCL (None: the transport's)
 
 
 PLATFORMS = {p.name: p for p in (
@@ -46,12 +48,27 @@ PLATFORMS = {p.name: p for p in (
              "AWS p5.48xlarge: 8x H100 80GB on NVSwitch, 3200 Gbps EFA (32x 100 Gbps)", "efa"),
     Platform("aws-p5e", "h200", 8, True, 32, 3200.0,
              "AWS p5e.48xlarge: 8x H200 141GB on NVSwitch, 3200 Gbps EFA (32x 100 Gbps)", "efa"),
+    Platform("aws-p5en", "h200", 8, True, 16, 3200.0,
+             "AWS p5en.48xlarge: 8x H200 141GB on NVSwitch, 3200 Gbps EFAv3 (16x 200 Gbps); "
+             "aws-ofi-nccl reports 35 us (platform-aws.cpp:150-154)", "efa", 35.0),
+    Platform("aws-p6-b200", "b200", 8, True, 8, 3200.0,
+             "AWS p6-b200.48xlarge: 8x B200 on NVSwitch, 3200 Gbps EFAv4 (8x 400 Gbps); "
+             "aws-ofi-nccl reports 35 us (platform-aws.cpp:150-154)", "efa", 35.0),
     Platform("gcp-a3", "h100", 8, True, 4, 800.0,
              "Google Cloud a3-highgpu-8g (A3 High): 8x H100 80GB on NVSwitch, GPUDirect-TCPX "
              "over 4x 200 Gbps GPU NICs", "tcpx"),
     Platform("gcp-a3mega", "h100", 8, True, 8, 1600.0,
              "Google Cloud a3-megagpu-8g (A3 Mega): 8x H100 80GB on NVSwitch, GPUDirect-TCPXO "
              "over 8x 200 Gbps GPU NICs", "tcpxo"),
+    Platform("gcp-a4", "b200", 8, True, 8, 3200.0,
+             "Google Cloud a4-highgpu-8g (A4): 8x B200 on NVSwitch, 8x 400 Gbps RoCE GPU NICs "
+             "(3.2 Tbps)", "roce"),
+    Platform("oci-bm-gpu4.8", "a100", 8, True, 16, 1600.0,
+             "OCI BM.GPU4.8: 8x A100 40GB on NVSwitch, cluster network RoCE v2 16x 100 Gbps "
+             "(ports of dual-port NICs, merged by NCCL 2.20+)", "roce"),
+    Platform("oci-bm-gpu-h100.8", "h100", 8, True, 16, 3200.0,
+             "OCI BM.GPU.H100.8: 8x H100 80GB on NVSwitch, cluster network RoCE v2 16x 200 Gbps "
+             "(ports of dual-port NICs, merged by NCCL 2.20+)", "roce"),
     Platform("azure-nd-h100-v5", "h100", 8, True, 8, 3200.0,
              "Azure ND H100 v5: 8x H100 80GB on NVLink 4 / NVSwitch, 8x 400 Gb/s NDR "
              "InfiniBand (one per GPU, 3.2 Tb/s a VM)", "ib"),

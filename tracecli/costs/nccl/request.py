@@ -194,20 +194,22 @@ def topology_model(req: TopologyRequest, gpus: Optional[int] = None) -> tuple[Nc
                            f"node(s); its graph is used on {nodes} x {per} as asked")
     version, said = nccl_version(req.nccl, logged)
     notices += said
-    model = NcclModel.for_topology(device, nodes, per, nvswitch, nic_gbps or 0.0, nics, version)
+    net = (req.net or (platform.net if platform else DEFAULT_NET)) if nodes > 1 else None
+    model = NcclModel.for_topology(device, nodes, per, nvswitch, nic_gbps or 0.0, nics, version,
+                                   net)
     name = f"nccl:{platform.name}" if platform else "nccl"
     fabric = "NVSwitch" if nvswitch else "PCIe"
-    net = f", {nic_gbps:g} Gb/s network per node over {nics} NIC{'s' if nics != 1 else ''}" \
+    network = f", {nic_gbps:g} Gb/s network per node over {nics} NIC{'s' if nics != 1 else ''}" \
         if nodes > 1 else ""
-    source = f"NCCL {version} model, {nodes} x {per} {device} on {fabric}{net}"
+    source = f"NCCL {version} model, {nodes} x {per} {device} on {fabric}{network}"
     if platform is not None:
         source += f"; {platform.source}"
-    net = (req.net or (platform.net if platform else DEFAULT_NET)) if nodes > 1 else None
     if net is not None:
         source += f"; network transport {net}"
+    same_net = platform is not None and net == platform.net  # --net leaves the platform's stack
     model = replace(model, name=name, source=source, intra=fabric.lower(), net=net,
                     nic_gbps=nic_gbps if nodes > 1 else None, nics=nics if nodes > 1 else None,
-                    device=device)
+                    device=device, net_latency=platform.net_latency if same_net else None)
     if req.nccl_log is not None:
         model = replace(model, ring=ring, tree=tree, tree_pattern_tree=pattern_tree, nvls=nvls,
                         graph_source=f"NCCL's own graph, from {req.nccl_log}")

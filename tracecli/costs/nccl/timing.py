@@ -73,22 +73,30 @@ def channels_used(algo: str, proto: str, nbytes: int, channels: int, ranks: int,
 @dataclass(frozen=True)
 class TimeParams:
     """The fitted constants of one link class: µs of floor (one node), µs more on several
-    nodes, the factor on NCCL's latency term and on its bandwidth term."""
+    nodes, the factor on NCCL's latency term and on its bandwidth term, and the factor on
+    NCCL's NVLS/NVLSTree bandwidth term on compute capability 10.0+ (one for all classes:
+    NCCL's own NVLS efficiency is a per-architecture constant, ``nvlsEfficiency``, v2.30.7-1
+    tuning.cc:139-144, 0.85 on sm90 and 0.74 on sm100, which the time model refits)."""
 
     floor: float
     net_floor: float
     lat: float
     bw: float
+    bw_nvls_sm100: float = 1.0
 
 
 def features(lat_us: float, bw_gbps: float, nbytes: int, used: int, channels: int,
-             multi_node: bool) -> tuple[float, float, float, float]:
-    """``(1, multi-node?, latency µs, bandwidth µs)``: the terms each constant multiplies."""
+             multi_node: bool, nvls_sm100: bool = False) -> tuple[float, ...]:
+    """``(1, multi-node?, latency µs, bandwidth µs, NVLS-on-sm100 bandwidth µs)``: the terms
+    each constant multiplies (the bandwidth term goes to the last where the pick is NVLS or
+    NVLSTree on compute capability 10.0+)."""
     frac = min(1.0, used / channels) if channels > 0 else 1.0
     bw_us = nbytes / (1000.0 * bw_gbps * frac) if bw_gbps > 0 else 0.0
-    return 1.0, 1.0 if multi_node else 0.0, lat_us, bw_us
+    return (1.0, 1.0 if multi_node else 0.0, lat_us, 0.0 if nvls_sm100 else bw_us,
+            bw_us if nvls_sm100 else 0.0)
 
 
-def time_us(params: TimeParams, feats: tuple[float, float, float, float]) -> float:
-    one, net, lat, bw = feats
-    return params.floor * one + params.net_floor * net + params.lat * lat + params.bw * bw
+def time_us(params: TimeParams, feats: tuple[float, ...]) -> float:
+    one, net, lat, bw, bw_nvls = feats
+    return (params.floor * one + params.net_floor * net + params.lat * lat + params.bw * bw
+            + params.bw_nvls_sm100 * bw_nvls)

@@ -1,43 +1,101 @@
-"""The network transports NCCL runs between nodes (``--net``), and how each is grouped.
+"""The network transports NCCL runs between nodes (``--net``), what each tells NCCL, and how
+each is grouped for the time model.
 
-NCCL picks its algorithm and protocol from the topology alone; the transport changes none of
-that (tuning.cc reads only a plugin's reported latency, which tracecli takes as 0 as NCCL
-does when a plugin reports none). It changes how long the choice takes: each transport has
-its own floor, latency factor and efficiency in the time model (:mod:`.timing`), fitted
-where a training table measured it. A transport no table measured takes its family's
-constants, else those of all networks, and its error band says so.
+NCCL's choice depends on a transport in two ways, both read from the sources (NVIDIA/nccl
+v2.30.7-1 and aws/aws-ofi-nccl at 2daf7d3 unless a tag is named):
 
-- ``ib``: InfiniBand verbs with GPUDirect RDMA, NCCL's built-in IB transport
-  (src/transport/net_ib/*.cc; one QP per connection by default, ``NCCL_IB_QPS_PER_CONNECTION``,
-  net_ib/connect.cc:60; GPUDirect flush reads, connect.cc:1354).
-- ``roce``: the same verbs transport over RoCE v2 Ethernet (``NCCL_IB_GID_INDEX``).
-- ``efa``: AWS Elastic Fabric Adapter through the aws-ofi-nccl plugin (libfabric ``efa``).
-- ``ofi``: another libfabric provider through aws-ofi-nccl (HPE Slingshot ``cxi``).
-- ``tcpx``, ``tcpxo``: Google Cloud's GPUDirect-TCPX (A3 High) and GPUDirect-TCPXO (A3 Mega)
-  plugins: TCP with payloads DMA'd to and from GPU memory.
-- ``socket``: NCCL's built-in socket transport (src/transport/net_socket.cc: host-memory
-  staging, helper threads and sockets per connection, net_socket.cc:192-199, 348-390).
+- **the latency it reports**: a network plugin's ``props->latency`` becomes the NET node's
+  latency (src/graph/topo.cc:1644, 420), the graph's ``latencyInter`` (src/graph/search.cc:745)
+  and is added to every network hop of NCCL's latency, twice for Simple (the flush,
+  src/graph/tuning.cc:389-391). NCCL's own IB and socket transports report 0
+  (src/transport/net_ib/init.cc:558, net_socket.cc:174); aws-ofi-nccl reports 75 µs on EFA
+  (src/platform-aws.cpp:83-139: p4d, p4de, p5, p5e; 75 is also its default for an AWS platform
+  it does not list, :771-785), 35 µs on p5en and p6 (:150-211), and 0 on other libfabric
+  providers (``OFI_NCCL_NET_LATENCY`` default, include/nccl_ofi_param.h:218-221). Google's
+  TCPX/TCPXO plugins are not public source here: taken as 0, as NCCL's own transports.
+- **the NICs it shows NCCL** (:func:`nccl_nics`): NCCL (2.20 and later) merges the ports of
+  one multi-port NIC into one device of their summed speed (``NCCL_IB_MERGE_NICS``, default 1:
+  v2.21.5-1 src/transport/net_ib.cc:313, 481-500; same PCI device with the function digit
+  dropped and the same ``sys_image_guid``: net_ib.cc:322-325, 371-377, 453), and aws-ofi-nccl's
+  RDMA protocol (p5 and later, platform-aws.cpp:139, 156) presents the EFA NICs of one GPU as one
+  device of their summed speed (src/nccl_ofi_rdma.cpp:410-413).
+
+The transport does not change the tuning table otherwise; it does change how long NCCL's choice
+takes: each transport has its own floor, latency factor and efficiency in the time model
+(:mod:`.timing`), fitted where a training table measured it. A transport no table measured
+takes its family's constants, else those of all networks, and its error band says so. A family
+groups transports whose bytes move the same way:
+
+- ``verbs``: ``ib`` (InfiniBand) and ``roce`` (RoCE v2 Ethernet), NCCL's built-in verbs
+  transport: the NIC's RDMA engine moves the bytes, GPUDirect RDMA
+  (src/transport/net_ib/*.cc; one QP per connection by default,
+  ``NCCL_IB_QPS_PER_CONNECTION``, net_ib/connect.cc:60; GPUDirect flush reads, connect.cc:1354).
+- ``libfabric``: ``efa`` (AWS Elastic Fabric Adapter) and ``ofi`` (another libfabric provider,
+  HPE Slingshot ``cxi``), both through the aws-ofi-nccl plugin onto the NIC's own protocol.
+- ``tcpx``, ``tcpxo``, ``socket``, each alone: Google Cloud's GPUDirect-TCPX (A3 High: the host's
+  TCP stack receiving into GPU memory), GPUDirect-TCPXO (A3 Mega: TCP offloaded from the host),
+  and NCCL's socket transport (host-memory staging, helper threads and sockets per connection,
+  src/transport/net_socket.cc:192-199, 348-390) move bytes three different ways, and their
+  tables disagree (TCPX reaches half the bandwidth NCCL's model gives it, TCPXO all of it).
 """
 
 from __future__ import annotations
 
-__all__ = ["NETS", "FAMILY", "family", "NET_HELP", "DEFAULT_NET"]
+from typing import Optional
+
+from .versions import parse_version
+
+__all__ = ["NETS", "FAMILY", "family", "NET_HELP", "DEFAULT_NET", "plugin_latency",
+           "nccl_nics"]
 
 NETS = ("ib", "roce", "efa", "ofi", "tcpx", "tcpxo", "socket")
-# rdma: verbs with GPUDirect RDMA; plugin: a network plugin's own transport; socket: host TCP
-FAMILY = {"ib": "rdma", "roce": "rdma", "efa": "plugin", "ofi": "plugin", "tcpx": "plugin",
-          "tcpxo": "plugin", "socket": "socket"}
+FAMILY = {"ib": "verbs", "roce": "verbs", "efa": "libfabric", "ofi": "libfabric",
+          "tcpx": "tcpx", "tcpxo": "tcpxo", "socket": "socket"}
 NET_HELP = ("Network transport between nodes: ib (InfiniBand verbs), roce (verbs over RoCE), "
             "efa (AWS EFA, aws-ofi-nccl), ofi (other libfabric, e.g. Slingshot), tcpx / tcpxo "
-            "(GCP GPUDirect-TCPX/-TCPXO), socket. It changes the time model, not NCCL's choice "
-            "(default: --platform's, else ib).")
+            "(GCP GPUDirect-TCPX/-TCPXO), socket. It sets the latency the network reports to "
+            "NCCL and the time model's constants (default: --platform's, else ib).")
 DEFAULT_NET = "ib"
+# µs a transport reports to NCCL (props->latency): aws-ofi-nccl's on EFA, 0 elsewhere
+PLUGIN_LATENCY_US = {"efa": 75.0}
 
 
 def family(net: str) -> str:
-    """``rdma``, ``plugin`` or ``socket``.
+    """The family of ``net``: ``verbs``, ``libfabric``, else the transport itself.
 
-    >>> family("roce"), family("tcpxo")
-    ('rdma', 'plugin')
+    >>> family("roce"), family("efa"), family("tcpxo")
+    ('verbs', 'libfabric', 'tcpxo')
     """
     return FAMILY[net]
+
+
+def plugin_latency(net: Optional[str]) -> float:
+    """µs the transport reports to NCCL as its network latency (see the module).
+
+    >>> plugin_latency("efa"), plugin_latency("ib"), plugin_latency(None)
+    (75.0, 0.0, 0.0)
+    """
+    return PLUGIN_LATENCY_US.get(net or "", 0.0)
+
+
+def nccl_nics(nics: int, gpus_per_node: int, net: Optional[str], version: str) -> tuple[int, str]:
+    """``(devices, why)``: how many network devices NCCL sees for ``nics`` NICs (ports) a
+    node, and why where that differs (see the module): more NICs than GPUs a node are, on
+    verbs from NCCL 2.20, ports of multi-port NICs NCCL merges, and on EFA the rails
+    aws-ofi-nccl groups per GPU; the node's bandwidth stays the same.
+
+    >>> nccl_nics(16, 8, "roce", "2.21.5")[0], nccl_nics(16, 8, "roce", "2.19.3")[0]
+    (8, 16)
+    >>> nccl_nics(32, 8, "efa", "2.30.7")[0], nccl_nics(4, 8, "efa", "2.23.4")[0]
+    (8, 4)
+    """
+    if nics <= gpus_per_node or nics % gpus_per_node or gpus_per_node < 1:
+        return nics, ""
+    per = nics // gpus_per_node
+    if net == "efa":
+        return gpus_per_node, (f"aws-ofi-nccl groups the {per} EFA NICs of a GPU into one "
+                               "device (nccl_ofi_rdma.cpp:410-413)")
+    if net in ("ib", "roce") and (parse_version(version) or (99, 0, 0)) >= (2, 20, 0):
+        return gpus_per_node, (f"{nics} NICs on {gpus_per_node} GPUs taken as {per}-port NICs, "
+                               "whose ports NCCL 2.20+ merges (NCCL_IB_MERGE_NICS)")
+    return nics, ""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from tracecli.costs import resolve_cost_model
-from tracecli.model import CollectiveKind
+from tracecli.model import CollectiveKind, ParamMeta
 from tracecli.planning import Grad, PlanInput, compare, make_plan
 from tracecli.planning.strategies.megatron import (
     MegatronOptions,
@@ -22,7 +22,8 @@ def grad_list(specs, ready=None):
     by default the reverse of the parameter order, as in a backward pass."""
     n = len(specs)
     ready = ready or [float(n - i) for i in range(n)]
-    grads = [Grad(name, numel * BYTES[dtype], dtype, numel, ready[i], i, False, expert, shared)
+    grads = [Grad(name, numel * BYTES[dtype], dtype, numel, ready[i], i, False,
+                  ParamMeta(expert=expert, shared_embedding=shared))
              for i, (name, numel, dtype, expert, shared) in enumerate(specs)]
     return sorted(grads, key=lambda g: (g.ready_ms, -g.order))
 

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from typing import NamedTuple, Optional
 
 from .._gc import gc_paused
-from ..model import BACKWARD_KINDS, EdgeKind, Op, OpKind, ReadinessMethod, Trace, check_fields
+from ..model import (BACKWARD_KINDS, NO_META, EdgeKind, Op, OpKind, ParamMeta, ReadinessMethod,
+                     Trace, check_fields)
 
 __all__ = ["GradientReady", "LayerReady", "Readiness", "readiness", "backward_schedule"]
 
@@ -49,8 +50,7 @@ class GradientReady(NamedTuple):
     op: Optional[str]
     op_name: Optional[str]
     sparse: bool = False
-    expert: bool = False  # Megatron-Core's flags, from the sizes sidecar
-    shared_embedding: bool = False
+    meta: ParamMeta = NO_META  # the parameter's marks (its tensor's record, by reference)
 
 
 class LayerReady(NamedTuple):
@@ -66,7 +66,7 @@ class LayerReady(NamedTuple):
 # with keywords each costs ~1 us more (60 ms, an eighth of readiness, on a 66,000-gradient
 # list). Their values follow these fields, checked at import:
 check_fields(GradientReady, "tensor_id name elements layer nbytes dtype shape ready_index "
-                            "backward_position source op op_name sparse expert shared_embedding")
+                            "backward_position source op op_name sparse meta")
 check_fields(LayerReady, "name ready_index backward_position tensors nbytes elements")
 
 
@@ -153,7 +153,7 @@ def _readiness(trace: Trace) -> Readiness:
     gradients = tuple(
         new(GradientReady, (t.id, t.name, t.elements, t.layer, t.nbytes, t.dtype, t.shape, i, bpos,
                             source, op.id if op else None, op.name if op else None, t.sparse,
-                            t.expert, t.shared_embedding))
+                            t.meta))
         for i, (_, bpos, t, source, op) in enumerate(rows)
     )
     layers = _layers(gradients) or _producer_layers(trace, schedule)

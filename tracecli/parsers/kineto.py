@@ -136,8 +136,7 @@ def name_gradients(tensors: list[Tensor], variables: Sequence, sizes_path: str) 
             v = candidates[0]
             layer = v.name.rsplit(".", 1)[0] if "." in v.name else None
             named[members[0]] = tensors[members[0]]._replace(
-                name=v.name, layer=layer, index=v.index, expert=v.expert,
-                shared_embedding=v.shared_embedding)
+                name=v.name, layer=layer, index=v.index, meta=v.meta)
         elif candidates:
             shared.append((sig, len(members), len(candidates)))
         else:

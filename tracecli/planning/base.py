@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import NamedTuple, Optional, Sequence
 
 from ..errors import PlanError
-from ..model import CollectiveKind
+from ..model import NO_META, CollectiveKind, ParamMeta
 
 __all__ = ["Grad", "Grouping", "PlanInput", "FixedPlan",
            "DDP_FIRST_BUCKET_BYTES", "DDP_BUCKET_CAP", "HOROVOD_THRESHOLD", "sparse_alone",
@@ -23,11 +23,9 @@ class Grad(NamedTuple):
 
     ``order`` is its place in the model's trainable-variable order (tf_cnn_benchmarks
     groups gradients in that order, Megatron-Core walks it reversed; not readiness order).
-    ``expert``: an expert-parallel parameter (Megatron-Core's ``param.allreduce == False``),
-    reduced in a buffer of its own over the expert data-parallel group. ``shared_embedding``:
-    Megatron-Core's ``param.shared_embedding`` (a word embedding tied to the output layer
-    across pipeline stages), put in a bucket alone under the distributed optimizer.
-    ``order_known``: False where the trace does not say the gradient's place in the
+    ``meta``: the parameter's marks (:class:`~tracecli.model.ParamMeta`: Megatron-Core's
+    expert and shared-embedding parameters, DeepSpeed's communication dtype), the record
+    the parser read, by reference. ``order_known``: False where the trace does not say the gradient's place in the
     variable order (a profiled gradient the sidecar could not name); ``order`` is then its
     place among the trace's parameters.
     """
@@ -39,8 +37,7 @@ class Grad(NamedTuple):
     ready_ms: float
     order: int
     sparse: bool = False  # an IndexedSlices / sparse gradient
-    expert: bool = False
-    shared_embedding: bool = False
+    meta: ParamMeta = NO_META
     order_known: bool = True
 
 

@@ -2,7 +2,9 @@
 back and checked here, and nowhere else.
 
 The document: ``{"strategy", "max_bytes", "gpus", "cost_model", "options", "compute",
-"gradients", "buckets", "predicted", "settings"}`` (README: ``plan-buckets --json``). Read
+"gradients", "buckets", "predicted", "settings"}`` (README: ``plan-buckets --json``); a
+gradient carries its parameter's marks (``expert``, ``shared_embedding``, ``comm_dtype``:
+:class:`~tracecli.model.ParamMeta`) where it has any. Read
 back, it gives the planner's input and the plan's grouping, so replay runs exactly it.
 Everything a replay will act on is checked here, before any rank starts: names are
 strings, byte counts integers of at most 1 PiB, dtypes ones replay can allocate, times
@@ -16,7 +18,7 @@ from typing import Any, NamedTuple, Optional
 
 from ..errors import PlanError, excerpt
 from ..jsonfile import finite_number, read_json
-from ..model import DTYPE_BYTES, CollectiveKind
+from ..model import DTYPE_BYTES, CollectiveKind, ParamMeta
 from .base import FixedPlan, Grad, PlanInput
 from .spec import MAX_OPTION_BYTES, NoOptions, Options
 from .strategies import KNOBS, STRATEGIES
@@ -62,7 +64,7 @@ def plan_document(plan) -> dict[str, Any]:
         },
         "gradients": [
             {"name": g.name, "bytes": g.nbytes, "dtype": g.dtype, "ready_ms": g.ready_ms,
-             **({"sparse": True} if g.sparse else {})}
+             **({"sparse": True} if g.sparse else {}), **g.meta.to_json()}
             for g in plan.inp.grads
         ],
         "buckets": [_bucket(plan, b) for b in t.buckets],
@@ -156,9 +158,13 @@ def _gradients(doc: dict, bad) -> tuple[list[Grad], dict[str, int]]:
         sparse = g.get("sparse", False)
         if not isinstance(sparse, bool):
             raise bad(f"gradient {i} ({excerpt(name)}): sparse must be true or false")
+        try:
+            meta = ParamMeta.read(g)
+        except ValueError as exc:
+            raise bad(f"gradient {i} ({excerpt(name)}): {exc}") from None
         index[name] = i
         ready = _ms(g.get("ready_ms"), f"gradient {i} ready_ms", bad)
-        grads.append(Grad(name, nbytes, dtype, nbytes // DTYPE_BYTES[dtype], ready, i, sparse))
+        grads.append(Grad(name, nbytes, dtype, nbytes // DTYPE_BYTES[dtype], ready, i, sparse, meta))
     return grads, index
 
 

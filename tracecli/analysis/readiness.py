@@ -88,10 +88,18 @@ def backward_schedule(trace: Trace) -> list[Op]:
     """Backward ops in execution order.
 
     Autograd replay: replay ``Variable.backward`` from every output no forward op consumes
-    (the loss), highest rank first. Otherwise: backward ops in the trace's order.
+    (the loss), highest rank first. Otherwise: backward ops in the trace's order; an op list
+    that names no backward op but hands gradients to Horovod (a list of the hand-offs
+    alone) has its hand-offs for backward steps, each the end of the work that readied
+    its gradient.
     """
     if trace.abilities.readiness is not ReadinessMethod.AUTOGRAD_REPLAY:
-        return [op for op in trace.ops() if op.kind in BACKWARD_KINDS]
+        ops = [op for op in trace.ops() if op.kind in BACKWARD_KINDS]
+        if not ops and trace.abilities.readiness is ReadinessMethod.OP_NAMES:
+            handoff_of = trace.links_of_kind(EdgeKind.HANDOFF)
+            firsts = {h[0] for h in map(handoff_of.get, (t.id for t in trace.parameters())) if h}
+            ops = [op for op in trace.ops() if op.id in firsts]
+        return ops
     consumed: set[str] = set()
     forward = []
     creator: dict[str, Op] = {}  # first forward op writing each array, as Trace.creator

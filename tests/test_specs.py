@@ -38,6 +38,7 @@ def test_the_knob_table_is_the_cli_s_and_each_spec_owns_its_options_record():
                      "megatron_pad_buckets_for_high_nccl_busbw", "megatron_expert_dp",
                      "deepspeed_stage", "deepspeed_reduce_bucket_size", "deepspeed_overlap_comm",
                      "deepspeed_no_reduce_scatter", "deepspeed_communication_data_type",
+                     "deepspeed_precision", "deepspeed_autocast",
                      "sparse_as_dense"]
     assert [k.flag for k in KNOBS] == ["--" + n.replace("_", "-") for n in names]
     # every spec reads knobs of the table, through a record of its own whose fields are them

@@ -38,12 +38,17 @@ from typing import Optional, Sequence
 
 from ..errors import SizesError
 from ..model import DTYPE_BYTES, NO_META, Tensor
+from .sizes import line_of
 
 __all__ = ["name_gradients"]
 
 
 def _sig(shape, dtype) -> str:
     return f"[{','.join(map(str, shape or ()))}] {dtype}"
+
+
+def _line(sizes_path: str, v) -> int:
+    return v.line or line_of(sizes_path, v.index)
 
 
 def _marked(variables: Sequence) -> list:
@@ -138,7 +143,7 @@ def name_gradients(tensors: list[Tensor], variables: Sequence, sizes_path: str,
             raise SizesError(f"marks {marked[0].name} ({_marks_text(marked[0])}) and "
                              f"{len(marked) - 1} more, but {trace_path or 'the trace'} records no "
                              "shapes to match its gradients to parameters by, so the marks cannot "
-                             "be used; profile with record_shapes=True", path=sizes_path, line=marked[0].line)
+                             "be used; profile with record_shapes=True", path=sizes_path, line=_line(sizes_path, marked[0]))
         return tensors, (f"names from {sizes_path} not attached: the trace records no shapes "
                          "to match them by (profile with record_shapes=True)")
     by_sig: dict[tuple, list[int]] = defaultdict(list)
@@ -187,7 +192,7 @@ def _keep_marks(named: list[Tensor], members: list[int], candidates: list, sig, 
                      f"{v.name}: {_marks_text(v)}), but the trace has {len(members)} gradients of "
                      "that shape and dtype, so which parameters they are, and their marks, cannot "
                      "be told; pass a sidecar listing exactly the parameters that get gradients",
-                     path=sizes_path, line=v.line)
+                     path=sizes_path, line=_line(sizes_path, v))
 
 
 def _none_named(trace_path: str, unmatched: list, missing: list) -> str:

@@ -25,7 +25,8 @@ from ..inputfile import open_input
 from ..jsonfile import strict_decoder
 from ..model import DTYPE_BYTES, NO_META, ParamMeta, check_fields
 
-__all__ = ["Variable", "DTYPE_BYTES", "load_sizes", "find_sidecar", "variable_layer",
+__all__ = ["Variable", "DTYPE_BYTES", "load_sizes", "read_sizes", "line_of", "find_sidecar",
+           "variable_layer",
            "MAX_SIDECAR_BYTES", "MAX_ELEMENTS"]
 
 MAX_SIDECAR_BYTES = 256 << 20
@@ -76,8 +77,24 @@ def find_sidecar(trace_path: str | Path) -> Optional[Path]:
 
 
 def load_sizes(path: str | Path) -> list[Variable]:
+    """The variables of the sizes file at ``path``, each checked (``line`` 0: not counted,
+    the file being valid; :func:`line_of` finds it)."""
     path = str(path)
-    data = open_input(path, SizesError, "sizes file", MAX_SIDECAR_BYTES).read()
+    return read_sizes(path, open_input(path, SizesError, "sizes file", MAX_SIDECAR_BYTES).read())
+
+
+def line_of(path: str, index: int) -> int:
+    """The line of entry ``index`` of a valid sizes file (for a message about it); 1 where
+    the file cannot be read again (standard input)."""
+    try:
+        text = open_input(path, SizesError, "sizes file", MAX_SIDECAR_BYTES).read().decode("utf-8-sig")
+        return _load_carefully(path, text)[index].line
+    except (SizesError, UnicodeDecodeError, IndexError, OSError):
+        return 1
+
+
+def read_sizes(path: str, data: bytes) -> list[Variable]:
+    """The variables of a sizes file's ``data``."""
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

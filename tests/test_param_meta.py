@@ -149,3 +149,39 @@ def test_a_json_list_that_is_no_parameter_list_says_what_each_format_is(tmp_path
     path.write_text('[1, 2, 3]\n')
     assert_error(run("inspect", str(path)), f"{path}:1:", "cannot tell the trace format",
                  "name, shape and dtype")
+
+
+def test_the_documented_one_liners_write_what_tracecli_reads(tmp_path, monkeypatch):
+    """Each one-line writer of ``docs/inputs.md``, run on a model with the attributes the
+    frameworks set (Megatron's ``allreduce``/``shared_embedding``, DeepSpeed's engine), writes
+    a parameter list tracecli reads with its marks."""
+    import re
+
+    torch = pytest.importorskip("torch")
+    from conftest import ROOT
+
+    lines = re.findall(r"```python\n(json\.dump.*?)\n```", (ROOT / "docs" / "inputs.md").read_text())
+    assert len(lines) == 3
+    model = torch.nn.Sequential(torch.nn.Embedding(10, 4), torch.nn.Linear(4, 4))
+    model[0].weight.shared_embedding = True
+    model[1].bias.allreduce = False
+
+    class Optimizer:
+        @staticmethod
+        def get_param_comm_dtype(p):
+            return torch.bfloat16 if p.dim() == 2 and p.shape[0] == 4 else p.dtype
+
+    class Engine:
+        module, optimizer = model, Optimizer()
+
+    monkeypatch.chdir(tmp_path)
+    for line in lines:
+        exec(line, {"json": json, "model": model, "engine": Engine()})
+        params = load(tmp_path / "params.json").parameters()
+        assert [t.name for t in params] == ["0.weight", "1.weight", "1.bias"]
+        assert all(t.dtype == "float32" for t in params)
+    marks = [t.meta for t in params]
+    assert marks == [NO_META, ParamMeta(comm_dtype="bfloat16"), NO_META]
+    exec(lines[1], {"json": json, "model": model})
+    assert [t.meta for t in load(tmp_path / "params.json").parameters()] == \
+        [ParamMeta(shared_embedding=True), NO_META, ParamMeta(expert=True)]

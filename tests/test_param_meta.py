@@ -142,6 +142,10 @@ def test_a_parameter_list_is_a_model_without_a_profile(tmp_path):
     assert [g.name for g in ready] == ["experts.0.weight", "proj.weight", "embed.weight"]
     assert_error(run("inspect", str(params), "--sizes", str(params)), f"{params}:", "its own")
     assert_error(run("inspect", str(params), "--step", "2"), f"{params}:", "--step")
+    entries = json.loads(params.read_text())
+    params.write_text(json.dumps(entries + entries[1:2], indent=1))
+    fourth = [k for k, line in enumerate(params.read_text().splitlines(), 1) if line == " {"][3]
+    assert_error(run("inspect", str(params)), f"{params}:{fourth}:", "proj.weight", "listed twice")
 
 
 def test_a_json_list_that_is_no_parameter_list_says_what_each_format_is(tmp_path):

@@ -18,11 +18,12 @@ Each parameter is a tensor ``p<K>`` (K its place in the list) whose gradient one
 
 from __future__ import annotations
 
+from ..errors import TraceFormatError, excerpt
 from ..model import (
     Abilities, ComputeSource, Op, OpKind, ReadinessMethod, Tensor, TensorKind, Trace, TraceMeta,
     VariableOrder,
 )
-from .sizes import Variable, read_sizes, variable_layer
+from .sizes import Variable, line_of, read_sizes, variable_layer
 
 __all__ = ["looks_like", "parse", "FORMAT", "READINESS"]
 
@@ -50,6 +51,13 @@ def _layer(name: str) -> str:
 def parse(path: str, data: bytes) -> Trace:
     """The parameter list at ``path`` (its bytes ``data``) as a trace of one modelled step."""
     variables = read_sizes(path, data)
+    seen: set[str] = set()
+    for v in variables:
+        if v.name in seen:
+            raise TraceFormatError(f"parameter {excerpt(v.name)} is listed twice; a parameter list "
+                                   "names each parameter once, as named_parameters() does",
+                                   path=path, line=v.line or line_of(path, v.index))
+        seen.add(v.name)
     tensors = [_tensor(v) for v in variables]
     ops = []
     for position, t in enumerate(reversed(tensors)):  # readiness: the list reversed

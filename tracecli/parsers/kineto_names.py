@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from itertools import islice
 from typing import Optional, Sequence
 
 from ..errors import SizesError
@@ -110,8 +109,8 @@ def _assign(tensors: list[Tensor], balanced: list[int], candidates: dict, ops) -
         names = where[rare]
         while start[rare] < len(names) and not modules[names[start[rare]]][rare]:
             start[rare] += 1
-        home = next((modules[m] for m in islice(names, start[rare], None)
-                     if all(len(modules[m].get(s, ())) >= c for s, c in need.items())), None)
+        home = next((modules[names[j]] for j in range(start[rare], len(names))
+                     if all(len(modules[names[j]].get(s, ())) >= c for s, c in need.items())), None)
         for k in cluster:
             sig = (tensors[k].shape, tensors[k].dtype)
             pool = home[sig] if home is not None else _first_holding(modules, where[sig], sig)

@@ -235,7 +235,7 @@ def _message(b: dict, k: int, grads: list, collective, bad) -> tuple[int, Option
     theirs = {g.dtype for g in grads}
     pieces = _pieces(b, k, nbytes, bad)
     if collective is ALL_GATHER or type(nbytes) is not int or nbytes <= 0 or \
-            (nbytes <= own and (dtype in theirs or dtype not in REPLAYABLE_DTYPES)):
+            (nbytes <= own and (dtype not in REPLAYABLE_DTYPES or dtype in theirs)):
         return own, None, pieces if sum(pieces) == own else ()
     if nbytes > MAX_PLAN_BYTES:
         raise bad(f"bucket {k}: bytes must be an integer up to 2^50")

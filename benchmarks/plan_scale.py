@@ -59,7 +59,7 @@ def nccl_figures() -> None:
     cost = NcclModel.for_platform("dgx-h100", 128, version="2.30.7")
     backward_end = grads[-1].ready_ms + 1.0
     opts = dict(max_bytes=25 * 2**20)  # DDP's default cap, as the flat figures below
-    grouping = STRATEGIES["optimal"].group(grads, opts, cost)
+    grouping = STRATEGIES["optimal"].group(grads, STRATEGIES["optimal"].options_of(opts), cost)
     simulate(grads, grouping, cost, 50.0, backward_end)
     took = time.perf_counter() - start
     print(f"NCCL model, 128 x 8 h100 (1,024 GPUs): optimal plan of 100,000 gradients, "
@@ -107,9 +107,9 @@ def main() -> None:
         backward_end = grads[-1].ready_ms + 1.0
         for name in predicted():
             opts = dict(max_bytes=25 * 2**20, agg_small_grads_max_bytes=32 * 1024,
-                                   spec="pscpu:32k:xring")
+                        spec="pscpu:32k:xring")
             start = time.perf_counter()
-            grouping = STRATEGIES[name].group(grads, opts, cost)
+            grouping = STRATEGIES[name].group(grads, STRATEGIES[name].options_of(opts), cost)
             grouped = time.perf_counter()
             simulate(grads, grouping, cost, 50.0, backward_end)
             done = time.perf_counter()

@@ -22,6 +22,9 @@ RESNET_SIZES = SAMPLES / "resnet50_horovod_tf.sizes.json"
 DDP_GPU = SAMPLES / "resnet50_ddp_nccl_2xa100.json.gz"
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
+# the fixtures' generators are scripts run by hand (with torch and the frameworks), not tests
+collect_ignore_glob = ["fixtures/*"]
+
 
 def run(*args, input=None, env=None):
     """Runs ``tracecli ARGS`` through click's CliRunner; arguments may be paths or numbers."""

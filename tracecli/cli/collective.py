@@ -29,7 +29,7 @@ OPS = tuple(names.op for names in NAMES.values())
 @click.option("--measured", metavar="FILE", help="nccl-tests output of OP (all_reduce_perf, "
               "all_gather_perf, reduce_scatter_perf, broadcast_perf): adds measured time and "
               "error per size.")
-@json_option("Print the table as JSON (see the README).")
+@json_option("Print the table as JSON (docs/json.md).")
 def collective(op, gpus, sizes, measured, **kw):
     """What collective OP (allreduce, allgather, reducescatter, broadcast) costs per size
     on a topology: the (algorithm, protocol) NCCL's model picks, how long it takes (fitted on

@@ -17,7 +17,7 @@ from .output import Output, emit, json_option, top_option
 @load_options
 @top_option("rows of tables", "row")
 @click.option("--per-gradient", is_flag=True, help="One readiness row per gradient, not per layer.")
-@json_option("Print the JSON document (see the README).")
+@json_option("Print the JSON document (docs/json.md).")
 @compute_options
 @click.pass_context
 def inspect(ctx, trace, fmt, sizes, step, per_gradient, **kw):

@@ -18,7 +18,7 @@ from ..costs.nccl.versions import DEFAULT_VERSION
 from ..limits import DEFAULT_DEVICE, MAX_RANKS
 from ..parsers import FORMATS
 from ..pipeline import DEFAULT_GPUS, ComputeRequest, CostRequest
-from ..replay.jobs import BACKENDS
+from ..replay.jobs import BACKENDS, Ranks
 from .inputs import given
 from .types import MS, Number, options
 
@@ -77,7 +77,7 @@ topology_options = options(
                  "--platform's, else nvswitch)."),
     click.option("--nccl", "nccl", metavar="VERSION", help=_NCCL_HELP),
     click.option("--platform", type=click.Choice(list(PLATFORMS)), help="Named platform: GPU, "
-                 "GPUs per node, fabric, NICs (sources in the README)."),
+                 "GPUs per node, fabric, NICs (sources in docs/costs.md)."),
     click.option("--nccl-log", metavar="FILE", help="NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=GRAPH,TUNING "
                  "log of rank 0: NCCL's own graph (channels, bandwidths) replaces the estimate."),
     click.option("--net", type=click.Choice(NETS), help=NET_HELP),
@@ -115,14 +115,15 @@ cost_options = options(
                  f"{DEFAULT_GPUS})."),
     network_options)
 
-ranks_option = click.option("--gpus", type=click.IntRange(2, 4096), default=2, show_default=True,
+ranks_option = click.option("--gpus", type=click.IntRange(2, 4096), default=Ranks.gpus, show_default=True,
                             help="Ranks to start (ignored under torchrun, which sets the world).")
 
 process_options = options(
-    click.option("--backend", type=click.Choice(list(BACKENDS)), default="auto",
+    click.option("--backend", type=click.Choice(list(BACKENDS)), default=Ranks.backend,
                  show_default=True, help="auto: NCCL when --gpus CUDA devices are visible, else gloo."),
-    click.option("--timeout", type=Number(1, 86400, "s"), default=30.0, show_default=True,
-                 help="Collective timeout, s; a hung or dead rank stops all ranks within it."),
+    click.option("--timeout", type=Number(1, 86400, "s"), default=Ranks.timeout_s, show_default=True,
+                 help="Collective timeout, s: a rank that hangs or dies stops all ranks within "
+                 "it (and 3 s to stop them); NCCL's own timeout adds the emulated step."),
     click.option("--oversubscribe", is_flag=True, help="Start more CPU ranks than this machine "
                  "holds (two per core, within available memory) or more CUDA ranks than devices."),
     click.option("--inject-fault", hidden=True, metavar="RANK:MODE",

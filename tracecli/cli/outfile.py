@@ -1,6 +1,6 @@
 """Writing the files a command produces: checked first, written last, replaced atomically.
 
-The rules (the README states them for users):
+The rules (``docs/session.md`` states them for users):
 
 - a path that exists, or is a symlink even to nothing, is replaced only with ``--force``;
   ``--force`` replaces the link itself, never the file it points to;

@@ -26,7 +26,7 @@ from .strategy import STRATEGY_KEYS, strategy_from, strategy_options
 @click.option("--compare", "do_compare", is_flag=True,
               help="Every strategy side by side, and each framework's best settings.")
 @top_option()
-@json_option("Print the plan as JSON (see the README).")
+@json_option("Print the plan as JSON (docs/json.md).")
 @out_option("PLAN.json", "Write the plan file replay reads with --plan.")
 @chrome_trace_option("Write a Chrome/Perfetto timeline.")
 @force_option()

@@ -1,26 +1,44 @@
-"""Graph algorithms over a trace's records, and the networkx graph they make.
+"""The networkx graph of a trace (:class:`TraceGraph`), and graph algorithms over its records.
 
-The edges of a trace follow from its op records (see :func:`op_edges`); the networkx
-graph (:class:`TraceGraph`) is built from them only when asked for, since networkx costs
-a tenth of a second to import and most commands never build the graph. This package is
-the only place that knows networkx.
+:func:`graph_of` builds the graph from the records: the edges each op's record implies
+(:func:`op_edges`), then the trace's inferred edges, the same lists the exports stream. A
+library user gets it in one call: ``tracecli.load_trace(path).graph``.
+
+The analyses (readiness, the Chainer backward/forward pairing, sizes, shapes) read the
+records, through plain-dict indexes (:class:`~tracecli.model.Trace`), and the graph is
+built on first use of ``Trace.graph``, because building it in ``inspect``'s main path
+takes ``inspect --json`` past its target of 3 s. Measured with ``benchmarks/parse_scale.py``
+(2 shared cores, best of 3, issue 22 item 7): on the 100,000-op Chainer dump 2.4 s
+without the graph, 3.2 s with it built as the trace is loaded (3.6 s with networkx's
+``add_edges_from``), and 4.0 s when the pairing and the autograd replay also read the
+graph's adjacency instead of the records (each relation a scan of a node's edges where a
+record holds a tuple); on the 500,000-line op list 2.8 s without, 4.8 s with it. The
+``+graph`` rows of ``parse_scale.py`` measure it again (``docs/trace-graph.md`` has the
+table); the tests check that the records' pairing and replay agree with the graph
+(``tests/model/test_graph_build.py``).
+
+networkx costs a tenth of a second to import, so it is imported when the first graph is
+built. This module is the only place that knows networkx.
 
 >>> relu = Op("op0", OpKind.FORWARD, "ReLU", 3, 0, inputs=("t0",), outputs=("t1",))
 >>> [(u, v, attrs["kind"].value) for u, v, attrs in op_edges([relu])]
 [('t0', 'op0', 'data'), ('op0', 't1', 'data')]
+>>> graph = graph_of([], [relu])
+>>> type(graph).__name__, list(graph.successors("t0")), graph.nodes["op0"]["data"].name
+('TraceGraph', ['op0'], 'ReLU')
 """
 
 from __future__ import annotations
 
 import enum
-from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Optional
+from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Optional, Sequence
 
 from .kinds import BACKWARD_KINDS, EdgeKind, NodeType, OpKind
 from .records import Op, ParamMeta
 
 __all__ = [
     "TraceGraph",
-    "build_graph",
+    "graph_of",
     "op_edges",
     "find_forward_cycle",
     "generations_rise",
@@ -39,6 +57,7 @@ def __getattr__(name: str):
 
 
 _GRAPH_CLASS = None
+_DATA, _GRADIENT, _BACKWARD_OF = EdgeKind.DATA, EdgeKind.GRADIENT, EdgeKind.BACKWARD_OF
 
 
 def _graph_class():
@@ -47,20 +66,76 @@ def _graph_class():
         import networkx as nx
 
         class TraceGraph(nx.DiGraph):
-            """A ``networkx.DiGraph`` whose nodes carry :class:`Op` or :class:`Tensor` data."""
+            """A ``networkx.DiGraph`` of a trace: each node carries its ``type``
+            (:class:`NodeType`) and its record (:class:`Op`, :class:`Tensor`,
+            :class:`Collective`) under ``data``; each edge its ``kind``
+            (:class:`EdgeKind`) and, for an op's own edges, the ``index`` of the tensor
+            in the op's record."""
 
-        TraceGraph.__module__ = "tracecli.model"
+        TraceGraph.__module__ = "tracecli.model"  # where pickle finds it
+        TraceGraph.__qualname__ = "TraceGraph"
         _GRAPH_CLASS = TraceGraph
     return _GRAPH_CLASS
 
 
-def build_graph(nodes: Iterable[tuple[str, NodeType, Any]],
-                edges: Iterable[tuple[str, str, dict]]) -> "TraceGraph":
-    """A :class:`TraceGraph` of ``(id, type, record)`` nodes and ``(u, v, attrs)`` edges;
-    each node carries its ``type`` and its record under ``data``."""
+def graph_of(tensors: Iterable[Any], ops: Sequence[Op], collectives: Iterable[Any] = (),
+             edges: Iterable[tuple[str, str, dict]] = ()) -> "TraceGraph":
+    """The :class:`TraceGraph` of tensor, op and collective records (nodes in that order,
+    each record under ``data``): the edges of each op's record (as :func:`op_edges` names
+    them, in record order), then ``edges`` (``(u, v, attrs)``, each with its own ``attrs``
+    dict, which the graph keeps; a pair already present takes the new attributes, an
+    unknown end becomes a node without attributes, as ``add_edges_from`` does).
+
+    The graph is networkx's own dict of dicts, filled directly and handed to the graph
+    whole (networkx's views support setting ``_node``, ``_succ``, ``_pred``): the same
+    graph, nodes and edges in the same order, as ``add_nodes_from``/``add_edges_from``
+    build, and inserting 450,000 edges takes a quarter of their time. With the collector
+    paused as well (:attr:`Trace.graph`), the graph of the 100,000-op Chainer dump takes
+    0.8 s instead of 2.8 s (``benchmarks/parse_scale.py``, ``+graph s``).
+    """
+    node: dict[str, dict] = {}
+    succ: dict[str, dict] = {}
+    pred: dict[str, dict] = {}
+
+    def add(n: str) -> None:
+        node[n], succ[n], pred[n] = {}, {}, {}
+
+    for kind, records in ((NodeType.TENSOR, tensors), (NodeType.OP, ops),
+                          (NodeType.COLLECTIVE, collectives)):
+        for record in records:
+            n = record.id
+            node[n] = {"type": kind, "data": record}
+            if n not in succ:
+                succ[n], pred[n] = {}, {}
+    for op in ops:
+        o = op.id
+        to, frm = succ[o], pred[o]
+        for i, t in _first_occurrences(op.inputs):
+            attrs = {"kind": _DATA, "index": i}
+            if t not in succ:
+                add(t)
+            succ[t][o] = frm[t] = attrs
+        out_kind = _GRADIENT if op.kind in BACKWARD_KINDS else _DATA
+        for i, t in _first_occurrences(op.outputs):
+            attrs = {"kind": out_kind, "index": i}
+            if t not in succ:
+                add(t)
+            to[t] = pred[t][o] = attrs
+        if op.partner is not None:
+            if op.partner not in succ:
+                add(op.partner)
+            to[op.partner] = pred[op.partner][o] = {"kind": _BACKWARD_OF}
+    for u, v, attrs in edges:
+        for end in (u, v):
+            if end not in succ:
+                add(end)
+        old = succ[u].get(v)
+        if old is None:
+            succ[u][v] = pred[v][u] = attrs
+        else:
+            old.update(attrs)
     graph = _graph_class()()
-    graph.add_nodes_from((node, {"type": kind, "data": record}) for node, kind, record in nodes)
-    graph.add_edges_from(edges)
+    graph._node, graph._succ, graph._pred = node, succ, pred
     return graph
 
 

@@ -1,9 +1,11 @@
 """The Trace: one training step's records, and the relations analyses ask of them.
 
 The relations analyses need (creator, consumers, gradient producers, links) are answered
-from plain-dict indexes of the records, built on first use, so loading a 500,000-op trace
-and analysing it does not pay for a networkx graph nobody asked for; :attr:`Trace.graph`
-builds that once, from the same node and edge lists the exports write.
+from plain-dict indexes of the records, built on first use; :attr:`Trace.graph` is the
+networkx graph of the same records, built once on first use from the node and edge lists
+the exports write. Analyses read the records because building the graph in every
+command's main path would take ``inspect`` past its 3 s target on the 100,000-op Chainer
+dump and the 500,000-line op list (measured: :mod:`tracecli.model.graph`).
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from operator import attrgetter
 from types import MappingProxyType
 from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
 
-from .graph import build_graph, find_forward_cycle, op_edges
+from .._gc import gc_paused
+from .graph import find_forward_cycle, graph_of, op_edges
 from .kinds import BACKWARD_KINDS, GENERIC_ABILITIES, Abilities, EdgeKind, NodeType, OpKind, TensorKind
 from .records import Collective, Link, Op, StepInfo, Tensor, TraceMeta
 
@@ -22,10 +25,18 @@ __all__ = ["Trace"]
 
 
 class Trace:
-    """A parsed step trace: its ops, tensors and links, and their graph.
+    """A parsed step trace: its ops, tensors and links, and their networkx graph.
 
-    Build one with :meth:`Trace.build`; read it through the methods here so analyses never
-    depend on networkx. ``meta`` is the trace's :class:`TraceMeta`.
+    Build one with :meth:`Trace.build` (a library user: ``tracecli.load_trace(path)``);
+    ``meta`` is the trace's :class:`TraceMeta`. :attr:`graph` is the networkx ``DiGraph``
+    of the step, one attribute away from a loaded trace:
+
+    >>> import tracecli
+    >>> graph = tracecli.load_trace("sample_traces/vgg19_chainer.txt").graph
+    >>> graph.number_of_nodes(), graph.number_of_edges()
+    (178, 375)
+    >>> graph.nodes["op0"]["data"].name, graph.edges["op46", "op0"]["kind"].value
+    ('ReLU', 'backward_of')
 
     >>> ops = [Op("op0", OpKind.FORWARD, "ReLU", line=3, position=0, inputs=("t0",),
     ...           outputs=("t1",))]
@@ -86,9 +97,12 @@ class Trace:
 
     @property
     def graph(self) -> "TraceGraph":  # noqa: F821 (made on first use: tracecli.model.graph)
-        """The networkx graph of the trace, built on first use."""
+        """The networkx graph of the trace (a :class:`~tracecli.model.graph.TraceGraph`),
+        built on first use; its nodes and edges are :meth:`nodes` and :meth:`edges`."""
         if self._graph is None:
-            self._graph = build_graph(self.nodes(), self.edges())
+            with gc_paused():  # a million small dicts and no cycles: nothing to collect
+                self._graph = graph_of(self._tensors, self._ops, self._collectives,
+                                       self._inferred_edges())
         return self._graph
 
     def nodes(self) -> Iterator[tuple[str, NodeType, Any]]:
@@ -109,6 +123,10 @@ class Trace:
         without repeats); only inferred links are checked against what came before them.
         """
         yield from op_edges(self._ops)
+        yield from self._inferred_edges()
+
+    def _inferred_edges(self) -> Iterator[tuple[str, str, dict]]:
+        """The edges no op record spells out: links, launches, a stream's order."""
         seen: set[tuple[str, str]] = set()
         for link in self._links:
             pair = (link.source, link.target)

@@ -165,11 +165,15 @@ def detect_format(path: str, content: Content) -> str:
 
 
 def load(path: str | Path, options: Optional[LoadOptions] = None) -> Trace:
-    """Read a trace file (``-``: standard input) into a :class:`~tracecli.model.Trace`.
+    """Read a trace file (``-``: standard input) into a :class:`~tracecli.model.Trace`;
+    ``load(path).graph`` is its networkx graph (built on first use).
 
     >>> trace = load("sample_traces/vgg19_chainer.txt")
     >>> trace.format, len(trace.parameters())
     ('chainer', 38)
+    >>> graph = load("sample_traces/resnet50_horovod_tf.txt").graph
+    >>> graph.number_of_nodes(), sorted({kind.value for _, _, kind in graph.edges(data="kind")})
+    (2681, ['allreduce', 'gradient', 'handoff', 'update'])
     """
     options = options or LoadOptions()
     path = str(path)

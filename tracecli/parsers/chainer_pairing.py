@@ -4,6 +4,11 @@ A backward record names its function's class and generation (Chainer's ``rank``)
 arrays it reads and writes; its partner is the forward record of the same class and
 generation that consumed its outputs and created its upstream gradients. The backward
 record takes its partner's layer.
+
+The pairing reads the records, and its pairs become the ``BACKWARD_OF`` edges of
+``trace.graph`` when that is built: the graph is not built while parsing, since that takes
+``inspect --json`` on a 100,000-op dump past its 3 s target (:mod:`tracecli.model.graph`
+has the measurement). ``tests/model/test_graph_build.py`` checks every pair against the graph.
 """
 
 from __future__ import annotations

@@ -23,7 +23,10 @@ from .cost import CostRequest
 from .observed import as_run, from_run
 
 __all__ = ["world_size", "in_torchrun", "plan_file_inputs", "replay_ranks", "calibration_ranks",
-           "dry_run_cost", "verified_replay", "replay_inputs", "replay_job"]
+           "dry_run_cost", "verified_replay", "drift_notice", "replay_inputs", "replay_job"]
+
+DRIFT_NOTICE_PCT = 2.0  # say so when the emulated compute ran further than this off the plan
+SPIN_NOTICE_PCT = 5.0  # or the spin clock further than this off its calibration
 
 
 def in_torchrun() -> bool:
@@ -104,6 +107,22 @@ def verified_replay(job, ranks, progress=None):
         raise ReplayError("reduced buffers do not hold the expected sums; nothing "
                           "written")
     return report
+
+
+def drift_notice(report) -> Optional[str]:
+    """A notice when the replay's compute ran off the plan (a late host, an overslept wait)
+    or the GPU's spin clock drifted from its calibration (the spin is rescaled every step;
+    exposed communication is measured against the compute as it ran)."""
+    m, r = report.measured, report.replay
+    said = []
+    if m.compute_drift_pct is not None and abs(m.compute_drift_pct) >= DRIFT_NOTICE_PCT:
+        said.append(f"the emulated compute took {m.compute_ms:.3f} ms, {m.compute_drift_pct:+.1f}% "
+                    f"off the plan's {report.plan.timeline.compute_ms:.3f} ms (exposed "
+                    "communication is measured against the compute as it ran)")
+    if r.spin_drift_pct is not None and abs(r.spin_drift_pct) >= SPIN_NOTICE_PCT:
+        said.append(f"the GPU's spin clock ran {r.spin_drift_pct:+.1f}% off its calibration "
+                    "(the spin was rescaled every step)")
+    return "; ".join(said) or None
 
 
 def replay_inputs(trace: Trace, strategy: str, compute: ComputeRequest, world: int):

@@ -68,7 +68,7 @@ def _what_works(trace: Trace, hint: str) -> str:
         ways.append("--strategy observed plans the run's own buckets from the all-reduce sizes "
                     "the trace recorded")
     if "--sizes" not in hint:
-        ways.append("--sizes FILE (a parameter sidecar, see the README) sizes every gradient")
+        ways.append("--sizes FILE (a parameter sidecar, docs/inputs.md) sizes every gradient")
     return "; now: " + ", and ".join(ways) if ways else ""
 
 

@@ -2,8 +2,8 @@
 back and checked here, and nowhere else.
 
 The document: ``{"strategy", "max_bytes", "gpus", "cost_model", "options", "compute",
-"gradients", "buckets", "predicted", "settings"}`` (README: ``plan-buckets --json``); a
-gradient carries its parameter's marks (``expert``, ``shared_embedding``, ``comm_dtype``:
+"gradients", "buckets", "predicted", "settings"}`` (``docs/json.md``: ``plan-buckets --json``);
+a gradient carries its parameter's marks (``expert``, ``shared_embedding``, ``comm_dtype``:
 :class:`~tracecli.model.ParamMeta`) where it has any. Read
 back, it gives the planner's input and the plan's grouping, so replay runs exactly it.
 Everything a replay will act on is checked here, before any rank starts: names are

@@ -2,14 +2,21 @@
 check that the collective did what it should.
 
 An all-reduce bucket is one flat buffer; every rank fills it with a rank-dependent pattern of
-small integers, so the reduced buffer must hold the exact sum (exact even in bfloat16 up to
-64 ranks). An all-gather bucket (a sparse gradient) has an input of its bytes and an output
+small non-negative integers, so the reduced buffer must hold the exact sum. NCCL adds the
+ranks' values in its own order (a ring's, a tree's), rounding every partial sum to the dtype;
+with non-negative values every partial sum is at most the total, so the sum is exact in any
+order when each position's total is an integer the dtype holds exactly (up to 2/eps: 256 in
+bfloat16, 2048 in float16). The pattern is ``((rank + i) % 3) + 1`` while its totals stay
+there (bfloat16: up to 127 ranks); beyond, ``1`` where ``(rank + i) % m == 0`` and ``0``
+elsewhere, ``m`` the smallest period >= 2 that keeps every total exact (bfloat16 at 4,096
+ranks: 16). An all-gather bucket (a sparse gradient) has an input of its bytes and an output
 of ``world`` times that; the output must hold every rank's pattern in rank order. A
 reduce-scatter bucket's input is the whole bucket; each rank's output, its shard of the sum.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Callable, NamedTuple
 
@@ -25,39 +32,79 @@ __all__ = ["BucketBuffer", "DTYPES", "KINDS", "pattern"]
 DTYPES = {name: getattr(torch, name) for name in REPLAYABLE_DTYPES}
 
 
-def pattern(rank: int, dtype: torch.dtype, device) -> torch.Tensor:
-    """``((rank + i) % 3) + 1`` at position i of a period of 3."""
-    return torch.tensor([((rank + i) % 3) + 1 for i in range(3)], dtype=dtype, device=device)
+def _exact_up_to(dtype: torch.dtype) -> int:
+    """Every integer up to this is exactly representable in ``dtype``.
+
+    >>> _exact_up_to(torch.bfloat16), _exact_up_to(torch.float16), _exact_up_to(torch.float32)
+    (256, 2048, 16777216)
+    """
+    return int(round(2 / torch.finfo(dtype).eps))
+
+
+@functools.lru_cache(maxsize=256)
+def _period(world: int, dtype: torch.dtype) -> int:
+    """0: the rich pattern (period 3) sums exactly over ``world`` ranks; else the sparse
+    pattern's period."""
+    limit = _exact_up_to(dtype)
+    rich = max(sum(((r + i) % 3) + 1 for r in range(world)) for i in range(3))
+    return 0 if rich <= limit else max(2, math.ceil(world / limit))
+
+
+def pattern(rank: int, dtype: torch.dtype, device, world: int = 1) -> torch.Tensor:
+    """One period of ``rank``'s values, whose sums over ``world`` ranks are exact in
+    ``dtype`` (see the module's docstring).
+
+    >>> pattern(1, torch.float32, "cpu").tolist(), pattern(1, torch.bfloat16, "cpu", 128).tolist()
+    ([2.0, 3.0, 1.0], [0.0, 1.0])
+    """
+    m = _period(world, dtype)
+    values = ([((rank + i) % 3) + 1 for i in range(3)] if m == 0 else
+              [1 if (rank + i) % m == 0 else 0 for i in range(m)])
+    return torch.tensor(values, dtype=dtype, device=device)
 
 
 def _fill(flat: torch.Tensor, values: torch.Tensor) -> None:
-    m = flat.numel() // 3 * 3
+    p = values.numel()
+    m = flat.numel() // p * p
     if m:
-        flat[:m].view(-1, 3).copy_(values.expand(m // 3, 3))
+        flat[:m].view(-1, p).copy_(values.expand(m // p, p))
     if flat.numel() > m:
         flat[m:].copy_(values[: flat.numel() - m])
 
 
 def _holds(flat: torch.Tensor, values: torch.Tensor) -> bool:
-    m = flat.numel() // 3 * 3
-    if m and not torch.equal(flat[:m].view(-1, 3), values.expand(m // 3, 3)):
+    p = values.numel()
+    m = flat.numel() // p * p
+    if m and not torch.equal(flat[:m].view(-1, p), values.expand(m // p, p)):
         return False
     return flat.numel() == m or torch.equal(flat[m:], values[: flat.numel() - m])
 
 
+def _total(buf: "BucketBuffer") -> torch.Tensor:
+    """One period of the sum over every rank (exact: see :func:`_period`)."""
+    return sum(pattern(r, torch.float64, "cpu", buf.world) for r in range(buf.world)) \
+        if _period(buf.world, buf.dtype) == 0 else _sparse_total(buf)
+
+
+def _sparse_total(buf: "BucketBuffer") -> torch.Tensor:
+    m = _period(buf.world, buf.dtype)
+    return torch.tensor([sum(1 for r in range(buf.world) if (r + i) % m == 0) for i in range(m)],
+                        dtype=torch.float64)
+
+
 def _reduced(buf: "BucketBuffer") -> bool:
-    total = sum(pattern(r, torch.float64, "cpu") for r in range(buf.world))
-    return _holds(buf.input, total.to(buf.dtype).to(buf.input.device))
+    return _holds(buf.input, _total(buf).to(buf.dtype).to(buf.input.device))
 
 
 def _scattered(buf: "BucketBuffer") -> bool:
     """This rank's shard of the sum: positions ``[rank·k, (rank+1)·k)`` of the summed input."""
-    total = sum(pattern(r, torch.float64, "cpu") for r in range(buf.world))
-    offset = buf.rank * buf.output.numel() % 3
+    total = _total(buf)
+    offset = buf.rank * buf.output.numel() % total.numel()
     return _holds(buf.output, total.roll(-offset).to(buf.dtype).to(buf.input.device))
 
 
 def _gathered(buf: "BucketBuffer") -> bool:
+    """Nothing is summed: every rank's own (period-3) pattern, in rank order."""
     n, device = buf.input.numel(), buf.input.device
     return all(_holds(buf.output[r * n:(r + 1) * n], pattern(r, buf.dtype, device))
                for r in range(buf.world))
@@ -118,7 +165,9 @@ class BucketBuffer:
 
     def fill(self, rank: int) -> None:
         self.rank = rank
-        _fill(self.input, pattern(rank, self.dtype, self.input.device))
+        summed = self.collective is not CollectiveKind.ALL_GATHER
+        _fill(self.input, pattern(rank, self.dtype, self.input.device,
+                                  self.world if summed else 1))
 
     def verify(self) -> bool:
         """The collective's result is exact: the sum over ranks, or every rank's piece."""

@@ -4,7 +4,9 @@ A spawned rank spends seconds importing torch. If the launcher dies in those sec
 (SIGKILL, a crash), nothing may be left behind: so the first thing a rank does, before
 importing torch, is ask the kernel to kill it when its parent dies (Linux
 ``PR_SET_PDEATHSIG``), then check that the parent it was started by is still its parent
-(it may have died before the request). Only then does it import the worker.
+(it may have died before the request). Then it drops the environment variables that
+would silently break a replay's overlap (:mod:`.rankenv`), before CUDA or NCCL read them;
+only then does it import the worker.
 """
 
 from __future__ import annotations
@@ -33,6 +35,9 @@ def die_with_parent(parent: int) -> None:
 
 def rank_main(parent: int, rank: int, world: int, port: int, backend: str, job, launch, queue) -> None:
     die_with_parent(parent)
+    from .rankenv import clear
+
+    clear()
     from .worker import spawn_main  # torch: seconds
 
     spawn_main(rank, world, port, backend, job, launch, queue)

@@ -102,8 +102,13 @@ class FakeComm:
         self._world = world
         self.rank, self.world = rank, world.world
 
+    def _exchange(self, what: str, value: Any, nbytes: int) -> list:
+        """Every rank's ``value`` of this collective, in rank order (a subclass may carry more
+        with it)."""
+        return self._world.exchange(self.rank, what, value, nbytes)
+
     def all_reduce(self, tensor, op="sum", async_op=False):
-        parts = self._world.exchange(self.rank, f"all_reduce:{op}", tensor.clone(), _bytes(tensor))
+        parts = self._exchange(f"all_reduce:{op}", tensor.clone(), _bytes(tensor))
         stacked = torch.stack(parts)
         tensor.copy_(stacked.sum(0) if op == "sum" else stacked.amax(0))
         if op == "sum" and self.rank == self._world.wrong_sum_rank:
@@ -111,26 +116,26 @@ class FakeComm:
         return Done() if async_op else None
 
     def all_gather_into_tensor(self, out, inp, async_op=False):
-        parts = self._world.exchange(self.rank, "all_gather", inp.clone(), _bytes(inp))
+        parts = self._exchange("all_gather", inp.clone(), _bytes(inp))
         out.copy_(torch.cat(parts))
         return Done() if async_op else None
 
     def reduce_scatter_tensor(self, out, inp, async_op=False):
-        parts = self._world.exchange(self.rank, "reduce_scatter", inp.clone(), _bytes(inp))
+        parts = self._exchange("reduce_scatter", inp.clone(), _bytes(inp))
         n = out.numel()
         out.copy_(torch.stack(parts).sum(0)[self.rank * n:(self.rank + 1) * n])
         return Done() if async_op else None
 
     def broadcast(self, tensor, src):
-        parts = self._world.exchange(self.rank, f"broadcast:{src}", tensor.clone(), _bytes(tensor))
+        parts = self._exchange(f"broadcast:{src}", tensor.clone(), _bytes(tensor))
         tensor.copy_(parts[src])
 
     def barrier(self):
-        self._world.exchange(self.rank, "barrier", None, 0)
+        self._exchange("barrier", None, 0)
 
     def gather_objects(self, obj):
         data = pickle.dumps(obj)
-        parts = self._world.exchange(self.rank, "gather_objects", data, len(data))
+        parts = self._exchange("gather_objects", data, len(data))
         return [pickle.loads(p) for p in parts] if self.rank == 0 else None
 
 

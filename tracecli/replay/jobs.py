@@ -10,7 +10,8 @@ from ..planning import Options
 from ..planning.base import FixedPlan, PlanInput
 from ..planning.plan import BucketPlan, fixed_plan, make_plan
 
-__all__ = ["Fault", "Ranks", "Sweep", "ReplayJob", "CalibrationJob", "BACKENDS", "FAULT_MODES"]
+__all__ = ["Fault", "Ranks", "Sweep", "ReplayJob", "CalibrationJob", "BACKENDS", "FAULT_MODES",
+           "step_ms", "collective_timeout_s"]
 
 BACKENDS = ("auto", "nccl", "gloo")
 FAULT_MODES = ("raise", "exit", "hang")
@@ -88,3 +89,38 @@ class ReplayJob:
 @dataclass(frozen=True)
 class CalibrationJob:
     sweep: Sweep
+
+
+CALIBRATION_STEP_MS = 102.0  # a calibration step: 2 ms idle and at most 100 ms of hold (measure)
+
+
+def step_ms(job) -> float:
+    """The longest an emulated step of ``job`` computes: its backward and update (a
+    calibration's steps are short)."""
+    if isinstance(job, ReplayJob):
+        return job.inp.backward_end_ms + job.inp.update_ms
+    return CALIBRATION_STEP_MS
+
+
+def collective_timeout_s(job, timeout_s: float, backend: str) -> float:
+    """The process group's timeout for ``job`` under ``--timeout timeout_s``.
+
+    NCCL's watchdog times a collective from its enqueue and aborts the process when it is
+    older than the group's timeout (torch 2.13: distributed_c10d.py:1725-1730 "the duration
+    after which collectives will be aborted asynchronously and the process will crash";
+    include/torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp:396 ``checkTimeout`` against
+    :443 ``workStartTime_``, the work's creation: ProcessGroupNCCL.cpp ``checkTimeout`` is
+    ``now - workStartTime_ >= opTimeout_``), and a CUDA step enqueues its collectives as it
+    starts: the last bucket waits on the GPU for the
+    whole backward before it can start. So under NCCL the group's timeout is ``--timeout``
+    plus twice the step (a spin clock slower than calibrated stretches the step until the
+    spin is rescaled); a collective then times out at most ``--timeout`` after the plan says
+    it starts, and the launcher names a hung rank well before (:mod:`.watch`). gloo times a
+    collective from when it starts, and the replay starts each when it is due.
+
+    >>> collective_timeout_s(CalibrationJob(Sweep()), 30.0, "gloo")
+    30.0
+    """
+    if backend != "nccl":
+        return timeout_s
+    return timeout_s + 2.0 * step_ms(job) / 1000.0

@@ -1,30 +1,31 @@
 """Starting ranks, watching them, and tearing all of them down when one fails.
 
 ``--gpus N`` spawns N local ranks talking over 127.0.0.1; under ``torchrun`` (RANK,
-WORLD_SIZE, MASTER_ADDR set) this process joins that world instead. A rank that raises,
-exits or hangs (a collective times out after ``Ranks.timeout_s``) stops every rank:
-SIGTERM, then SIGKILL after a short grace, and one message naming the rank and why.
+WORLD_SIZE, MASTER_ADDR set) this process joins that world instead (:mod:`.torchrun`). A
+rank that raises, exits or hangs stops every rank within ``Ranks.timeout_s``: SIGTERM,
+then SIGKILL after a short grace, and one message naming the rank and why (:mod:`.watch`).
 """
 
 from __future__ import annotations
 
 import os
 import queue as queue_module
-import signal
 import socket
 import time
 from typing import Callable, Optional
 
 from ..errors import ReplayError, ReplayUnavailableError
-from .jobs import Ranks
+from .jobs import Ranks, collective_timeout_s, step_ms
+from .rankenv import spawned_notice, torchrun_check
+from .torchrun import agree, in_torchrun, joined_store, nccl_refusal, require_local_rank, \
+    world_store
+from .watch import Watch
 
 __all__ = ["require_torch", "resolve_backend", "in_torchrun", "start", "GRACE_S",
            "check_capacity", "cpu_rank_bound"]
 
 GRACE_S = 3.0
 Progress = Optional[Callable[[str, int, int], None]]
-_NOISE = ("Connection closed by peer", "Connection reset", "Broken pipe", "timed out",
-          "Timed out", "Timeout", "connection", "ECONNRESET")
 
 
 def require_torch():
@@ -40,19 +41,26 @@ def require_torch():
     return torch
 
 
-def in_torchrun() -> bool:
-    return all(k in os.environ for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))
-
-
 def resolve_backend(ranks: Ranks) -> tuple[str, Optional[str]]:
-    """(backend, notice): auto is NCCL when enough CUDA devices are visible, else gloo."""
+    """(backend, notice): auto is NCCL when enough CUDA devices are visible, else gloo; under
+    torchrun, every process of the world agrees (:mod:`.torchrun`). NCCL ranks' environment
+    is checked (:mod:`.rankenv`)."""
     torch = require_torch()
     import torch.distributed as dist
 
     visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    local = int(os.environ.get("LOCAL_WORLD_SIZE", ranks.gpus)) if in_torchrun() else ranks.gpus
+    built = dist.is_nccl_available()
+    if in_torchrun():
+        backend, notice = _torchrun_backend(ranks, visible, built)
+        return backend, (torchrun_check(os.environ) if backend == "nccl" else None) or notice
+    backend, notice = _local_backend(ranks, visible, built)
+    return backend, spawned_notice(os.environ) if backend == "nccl" else notice
+
+
+def _local_backend(ranks: Ranks, visible: int, built: bool) -> tuple[str, Optional[str]]:
+    local = ranks.gpus
     if ranks.backend == "nccl":
-        if not dist.is_nccl_available():
+        if not built:
             raise ReplayUnavailableError("this torch build has no NCCL; use --backend gloo")
         if visible < local:
             raise ReplayUnavailableError(f"--backend nccl needs {local} CUDA devices "
@@ -61,9 +69,22 @@ def resolve_backend(ranks: Ranks) -> tuple[str, Optional[str]]:
         return "nccl", None
     if ranks.backend == "gloo":
         return "gloo", None
-    if visible >= local and dist.is_nccl_available():
+    if visible >= local and built:
         return "nccl", None
     return "gloo", (f"{visible} CUDA devices visible for {local} ranks: running gloo on CPU")
+
+
+def _torchrun_backend(ranks: Ranks, visible: int, built: bool) -> tuple[str, Optional[str]]:
+    if ranks.backend == "gloo":
+        return "gloo", None
+    refusal = nccl_refusal(os.environ, visible, built)
+    if ranks.backend == "nccl":
+        require_local_rank(os.environ)
+        if refusal is not None:
+            raise ReplayUnavailableError(f"--backend nccl: {refusal}; use --backend gloo")
+        return "nccl", None
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    return agree(world_store(ranks.timeout_s), rank, world, refusal)
 
 
 def cpu_rank_bound() -> tuple[int, str]:
@@ -91,6 +112,31 @@ def check_capacity(ranks: int, backend: str, oversubscribe: bool = False) -> Non
                                          "pass --oversubscribe")
 
 
+def start(job, settings: Ranks, progress: Progress = None):
+    """Run ``job`` on ``settings.gpus`` ranks (or in the torchrun world); rank 0's payload.
+
+    In a torchrun world every process calls this; ranks other than 0 return ``None``.
+    """
+    require_torch()
+    backend, _ = resolve_backend(settings)
+    if in_torchrun():
+        return _join(job, settings, backend, progress)
+    return _spawn(job, settings, backend, progress)
+
+
+def _join(job, settings: Ranks, backend: str, progress: Progress):
+    """This process's part of a torchrun world; torchrun tears the world down on failure."""
+    from .worker import describe, run_rank
+
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local = require_local_rank(os.environ) if backend == "nccl" else 0
+    try:
+        return run_rank(rank, world, local, backend, job, settings,
+                        progress if rank == 0 else None, joined_store())
+    except Exception as exc:  # noqa: BLE001 - one line
+        raise ReplayError(f"rank {rank} failed: {describe(exc)[0]}") from exc
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -110,43 +156,27 @@ def _stop(processes) -> None:
             p.join(5)
 
 
-def _describe_exit(code: int) -> str:
-    if code < 0:
-        try:
-            return f"was killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"was killed by signal {-code}"
-    return f"exited with status {code}"
+class _Starting:
+    """Progress from the first instant: seconds pass before a rank says anything (torch's
+    import, the rendezvous), then the ranks' own stages."""
+
+    def __init__(self, progress: Progress, ranks: int):
+        self.progress, self.ranks = progress, ranks
+        self.stage = f"starting {ranks} ranks" if progress else None
+        if progress:
+            progress(self.stage, 0, ranks)
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if not self.progress:
+            return
+        if self.stage is not None:  # the ranks are up and working
+            self.progress(self.stage, self.ranks, self.ranks)
+            self.stage = None
+        self.progress(stage, done, total)
 
 
-def _root_cause(errors: list[tuple[int, str]]) -> tuple[int, str]:
-    """The first error that is not just another rank noticing the failure."""
-    for rank, text in errors:
-        if not any(word in text for word in _NOISE):
-            return rank, text
-    return errors[0]
-
-
-def start(job, settings: Ranks, progress: Progress = None):
-    """Run ``job`` on ``settings.gpus`` ranks (or in the torchrun world); rank 0's payload.
-
-    In a torchrun world every process calls this; ranks other than 0 return ``None``.
-    """
-    require_torch()
-    backend, _ = resolve_backend(settings)
-
-    if in_torchrun():
-        from .worker import run_rank
-
-        rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-        local = int(os.environ.get("LOCAL_RANK", rank))
-        try:
-            return run_rank(rank, world, local, backend, job, settings,
-                            progress if rank == 0 else None)
-        except Exception as exc:  # noqa: BLE001 - one line, torchrun tears the world down
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            raise ReplayError(f"rank {rank} failed: {type(exc).__name__}: {first}") from exc
-
+def _spawn(job, settings: Ranks, backend: str, progress: Progress):
+    """``settings.gpus`` local ranks, each a spawned process, watched until they finish."""
     import multiprocessing
 
     from .child import rank_main
@@ -158,59 +188,39 @@ def start(job, settings: Ranks, progress: Progress = None):
                                  args=(os.getpid(), r, settings.gpus, port, backend, job, settings,
                                        channel))
                  for r in range(settings.gpus)]
-    starting = None
-    if progress:  # seconds pass before a rank says anything (torch's import, the rendezvous)
-        starting = f"starting {settings.gpus} ranks"
-        progress(starting, 0, settings.gpus)
-    result, errors, failed_at = None, [], None
+    stall_s = collective_timeout_s(job, settings.timeout_s, "nccl") + step_ms(job) / 1000.0
+    watch = Watch(settings.gpus, settings.timeout_s, stall_s, time.monotonic())
+    report = _Starting(progress, settings.gpus)
+    alive: list[int] = []
     try:
         for p in processes:
             p.start()
-        while True:
-            try:
-                message = channel.get(timeout=0.1)
-            except queue_module.Empty:
-                message = None
-            if message is not None:
-                if message[0] == "progress" and progress:
-                    if starting is not None:  # the ranks are up and working
-                        progress(starting, settings.gpus, settings.gpus)
-                        starting = None
-                    progress(*message[1:])
-                elif message[0] == "result":
-                    result = message[1]
-                elif message[0] == "error":
-                    errors.append((message[1], message[2]))
-                    failed_at = failed_at or time.monotonic()
-            exits = [(r, p.exitcode) for r, p in enumerate(processes) if p.exitcode is not None]
-            bad = [(r, c) for r, c in exits if c != 0]
-            if bad and failed_at is None:
-                failed_at = time.monotonic()
-            if failed_at is not None and (time.monotonic() - failed_at > 0.5 or len(exits) == len(processes)):
-                break
-            if len(exits) == len(processes) and message is None:
-                break
+        _watch(processes, channel, watch, report)
     except KeyboardInterrupt:  # stop every rank, then let the CLI exit 130
         _stop(processes)
         raise
     finally:
-        exited = {r: p.exitcode for r, p in enumerate(processes) if p.exitcode is not None}
-        alive_before_stop = [r for r, p in enumerate(processes) if p.is_alive()]
+        alive = [r for r, p in enumerate(processes) if p.is_alive()]
         _stop(processes)
         channel.close()
-    reported = {rank for rank, _ in errors}
-    silent = [(r, c) for r, c in sorted(exited.items()) if c != 0 and r not in reported]
-    if silent:  # died without a word (os._exit, a signal, the OOM killer): the root cause
-        rank, code = silent[0]
-        raise ReplayError(f"rank {rank} {_describe_exit(code)}; all "
-                          f"{len(processes)} ranks stopped")
-    if errors:
-        rank, text = _root_cause(errors)
-        hung = [r for r in alive_before_stop if r not in reported]
-        suffix = f"; rank {', '.join(map(str, hung))} did not respond (hung?)" if hung and \
-            any(w in text for w in _NOISE) else ""
-        raise ReplayError(f"rank {rank} failed: {text}{suffix}; all "
-                          f"{len(processes)} ranks stopped")
-    if result is None:
-        raise ReplayError("the ranks finished without a result")
-    return result
+    return watch.verdict(alive)
+
+
+def _watch(processes, channel, watch: Watch, report) -> None:
+    """Read the ranks' messages and exits until :meth:`Watch.done`."""
+    while True:
+        try:
+            message = channel.get(timeout=0.1)
+        except queue_module.Empty:
+            message = None
+        now = time.monotonic()
+        if message is not None:
+            if message[0] == "progress":
+                report(*message[1:])
+            else:
+                watch.heard(message, now)
+        for r, p in enumerate(processes):
+            if p.exitcode is not None:
+                watch.exited(r, p.exitcode, now)
+        if watch.done(now, message is None):
+            return

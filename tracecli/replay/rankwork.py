@@ -17,7 +17,7 @@ import torch
 from ..costs import MEASURED_KIND, ProfilePoint, fit_ring, fitted_model, monotone
 from ..planning.schedule import issue_times
 from .buckets import BucketBuffer
-from .emulator import CpuStep, CudaStep, fill, verify
+from .emulator import Beat, CpuStep, CudaStep, fill, verify
 from .jobs import CalibrationJob, Ranks, ReplayJob, Sweep
 from .measure import GAP_MS, measure, slowest
 from .records import InPlaceCalibration, RankResult, ReplayRun, Schedule, StepTimes, SweepRun
@@ -41,16 +41,18 @@ def _fault(ranks: Ranks, rank: int) -> None:
 
 
 def rank_work(job, comm, device: torch.device, backend: str, ranks: Ranks,
-              progress: Progress = None) -> Optional[ReplayRun | SweepRun]:
-    """Calibrate or replay ``job`` on this rank of ``comm`` (a :class:`~.comm.Comm`).
-    Rank 0 returns the run (:class:`~.runs.ReplayRun` or :class:`~.runs.SweepRun`), other
+              progress: Progress = None, beat: Beat = None) -> Optional[ReplayRun | SweepRun]:
+    """Calibrate or replay ``job`` on this rank of ``comm`` (a :class:`~.comm.Comm`);
+    ``beat()`` is called as each step begins (the launcher's view of progress). Rank 0
+    returns the run (:class:`~.records.ReplayRun` or :class:`~.records.SweepRun`), other
     ranks ``None``."""
     world = comm.world
+    make = lambda pool: _step(pool, comm, device, backend, beat)  # noqa: E731
     if isinstance(job, CalibrationJob):
-        points = _calibrate(job.sweep, comm, device, backend, ranks, progress)
+        points = _calibrate(job.sweep, comm, device, make, ranks, progress)
         return _gather(points, comm, lambda parts: SweepRun(
             tuple(parts[0]), _device_name(device), backend, world))
-    return _replay(job, comm, device, backend, ranks, progress)
+    return _replay(job, comm, device, backend, make, ranks, progress)
 
 
 def _device_name(device: torch.device) -> str:
@@ -59,54 +61,34 @@ def _device_name(device: torch.device) -> str:
     return f"cpu ({os.cpu_count()} cores)"
 
 
-def _timed_collective(buf: BucketBuffer, comm, backend: str, device) -> float:
-    """ms of one blocking run of the bucket's collective started right after a barrier
-    (CUDA events on GPU)."""
-    def run():
-        buf.launch(comm)
-
-    comm.barrier()
-    if backend == "nccl":
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        run()
-        stop.record()
-        torch.cuda.synchronize(device)
-        return start.elapsed_time(stop)
-    t = time.perf_counter()
-    run()
-    return (time.perf_counter() - t) * 1000.0
-
-
-def _step(buffers, comm, device, backend: str):
+def _step(buffers, comm, device, backend: str, beat: Beat = None):
     """The emulator a replay runs its buckets with (and calibration measures them with)."""
     if backend == "nccl":
-        return CudaStep(buffers, comm, device)
+        return CudaStep(buffers, comm, device, beat)
     world = str(comm.world)
-    return CpuStep(buffers, comm, os.environ.get("LOCAL_WORLD_SIZE", world) == world)
+    return CpuStep(buffers, comm, os.environ.get("LOCAL_WORLD_SIZE", world) == world, beat)
 
 
 def _sweep_buffers(sizes, world: int, device) -> list[BucketBuffer]:
     return [BucketBuffer(size, "float32", MEASURED_KIND, world, device) for size in sizes]
 
 
-def _calibrate(sweep: Sweep, comm, device, backend: str, ranks: Ranks,
+def _calibrate(sweep: Sweep, comm, device, make, ranks: Ranks,
                progress: Progress) -> list[ProfilePoint]:
     """``calibrate``: every sweep size timed in a replay's conditions (see :mod:`.measure`)."""
     buffers = _sweep_buffers(sweep.sizes(), comm.world, device)
-    return measure(lambda pool: _step(pool, comm, device, backend), buffers, range(len(buffers)),
-                   comm, device, sweep.iters, sweep.warmup,
+    return measure(make, buffers, range(len(buffers)), comm, device, sweep.iters, sweep.warmup,
                    before_round=lambda r: _fault(ranks, comm.rank) if r == 1 else None,
                    on_round=(lambda done, total: progress("calibrate", done, total)) if progress else None)
 
 
-def _bare_loop(buffers, job: ReplayJob, comm, device, backend: str) -> list[float]:
+def _bare_loop(step, job: ReplayJob, comm, device) -> list[float]:
     """Median time of a plain blocking run of each bucket's collective (slowest rank)."""
     result = []
-    for buf in buffers:
+    for k in range(len(step.buffers)):
         times = []
         for it in range(job.warmup + job.iters):
-            elapsed = _timed_collective(buf, comm, backend, device)
+            elapsed = step.bare(k)
             if it >= job.warmup:
                 times.append(elapsed)
         result.append(statistics.median(slowest(times, comm, device)))
@@ -131,7 +113,7 @@ def _model(points: list[ProfilePoint], world: int, backend: str, what: str):
     return model, fit
 
 
-def _calibrate_in_place(job: ReplayJob, comm, device, backend: str, ranks: Ranks,
+def _calibrate_in_place(job: ReplayJob, comm, device, backend: str, make, ranks: Ranks,
                         progress: Progress):
     """The replay's own cost model: the plan's bucket sizes measured on the replay's own
     buffers, interleaved with a sweep (for the line and for sizes between), in the replay's
@@ -140,7 +122,6 @@ def _calibrate_in_place(job: ReplayJob, comm, device, backend: str, ranks: Ranks
     report = (lambda done, total: progress("calibrate", done, total)) if progress else None
     world = comm.world
     sweep = _sweep_buffers(job.sweep.sizes(), world, device)
-    make = lambda pool: _step(pool, comm, device, backend)  # noqa: E731
     first = measure(make, sweep, range(len(sweep)), comm, device, rounds=2, warmup=1,
                     before_round=lambda r: _fault(ranks, comm.rank) if r == 1 else None)
     cost, _ = _model(first, world, backend, "a sweep")
@@ -171,12 +152,13 @@ def _calibrate_in_place(job: ReplayJob, comm, device, backend: str, ranks: Ranks
     return cost, plan, calibration
 
 
-def _replay(job: ReplayJob, comm, device, backend: str, ranks: Ranks,
+def _replay(job: ReplayJob, comm, device, backend: str, make, ranks: Ranks,
             progress: Progress) -> Optional[ReplayRun]:
     rank, world = comm.rank, comm.world
     calibration = None
     if job.cost is None:
-        cost, plan, calibration = _calibrate_in_place(job, comm, device, backend, ranks, progress)
+        cost, plan, calibration = _calibrate_in_place(job, comm, device, backend, make, ranks,
+                                                      progress)
     else:  # every rank computes the same plan from the same inputs: pure functions
         cost = job.cost
         plan = job.plan(cost)
@@ -184,7 +166,7 @@ def _replay(job: ReplayJob, comm, device, backend: str, ranks: Ranks,
     launch_ms = issue_times([b.ready_ms for b in timeline.buckets])
     schedule = Schedule(launch_ms, job.inp.backward_end_ms, job.inp.update_ms)
     buffers = [BucketBuffer(b.nbytes, b.dtype, b.collective, world, device) for b in timeline.buckets]
-    step = _step(buffers, comm, device, backend)
+    step = make(buffers)
     iterations: list[StepTimes] = []
     verified = True
     total = job.warmup + job.iters
@@ -198,8 +180,9 @@ def _replay(job: ReplayJob, comm, device, backend: str, ranks: Ranks,
             iterations.append(times)
         if progress:
             progress("replay", it + 1, total)
-    baseline = _bare_loop(buffers, job, comm, device, backend) if job.baseline else None
+    baseline = _bare_loop(step, job, comm, device) if job.baseline else None
     ok = slowest([0.0 if verified else 1.0], comm, device)[0] == 0.0
-    return _gather(RankResult(rank, tuple(iterations)), comm, lambda parts: ReplayRun(
+    drift = step.spin.drift_pct if isinstance(step, CudaStep) else None
+    return _gather(RankResult(rank, tuple(iterations), drift), comm, lambda parts: ReplayRun(
         tuple(parts), ok, calibration, plan, _device_name(device), backend, world,
         tuple(baseline) if baseline is not None else None, tuple(b.describe() for b in buffers)))

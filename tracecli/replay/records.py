@@ -32,18 +32,21 @@ class Schedule(NamedTuple):
 
 
 class StepTimes(NamedTuple):
-    """One emulated step on one rank, ms from its start."""
+    """One emulated step on one rank, ms from its start; ``compute_ms``: the step's compute
+    as it ran (backward's end and the update), ``None`` where not measured."""
 
     iteration_ms: float
     launch_ms: tuple[float, ...]
     start_ms: tuple[float, ...]
     end_ms: tuple[float, ...]
+    compute_ms: Optional[float] = None
 
 
 @dataclass(frozen=True)
 class RankResult:
     rank: int
     iterations: tuple[StepTimes, ...]  # the timed ones, in order
+    spin_drift_pct: Optional[float] = None  # GPU: the spin clock's drift from its calibration
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,9 @@
 
 Per bucket and per iteration, the slowest rank's times, medians over the timed
 iterations (and the bucket's 10%-trimmed mean duration); the iteration's p90; the error of
-the prediction. :meth:`ReplayReport.to_json` is the ``replay --json`` document (README).
+the prediction. Exposed communication is each iteration less its compute *as it ran* (the
+spin clock may drift, a sleep may oversleep: neither is communication), and how far that
+compute was from the plan's is reported beside it. :meth:`ReplayReport.to_json` is the ``replay --json`` document (``docs/json.md``).
 """
 
 from __future__ import annotations
@@ -60,14 +62,18 @@ class MeasuredRun:
     iteration_ms: float  # median over timed iterations
     iteration_p90_ms: float
     iterations_ms: tuple[float, ...]
-    exposed_comm_ms: float
+    exposed_comm_ms: float  # the iteration less its compute as it ran (medians)
     comm_ms: float
     buckets: tuple[MeasuredBucket, ...]
+    compute_ms: Optional[float] = None  # the step's compute as it ran (median, slowest rank)
+    compute_drift_pct: Optional[float] = None  # compute_ms against the plan's compute
 
     def to_json(self) -> dict[str, Any]:
         return {"iteration_ms": self.iteration_ms, "iteration_p90_ms": self.iteration_p90_ms,
                 "iterations_ms": list(self.iterations_ms), "exposed_comm_ms": self.exposed_comm_ms,
-                "comm_ms": self.comm_ms, "buckets": [b.to_json() for b in self.buckets]}
+                "comm_ms": self.comm_ms, "compute_ms": self.compute_ms,
+                "compute_drift_pct": self.compute_drift_pct,
+                "buckets": [b.to_json() for b in self.buckets]}
 
 
 @dataclass(frozen=True)
@@ -81,13 +87,15 @@ class ReplayInfo:
     cost_source: str
     calibration: Optional[InPlaceCalibration]
     buffers: tuple[BufferInfo, ...]
+    spin_drift_pct: Optional[float] = None  # GPU: the largest spin-clock drift of any rank
 
     def to_json(self) -> dict[str, Any]:
         return {"backend": self.backend, "device": self.device, "ranks": self.ranks,
                 "iters": self.iters, "warmup": self.warmup, "verified": self.verified,
                 "cost_source": self.cost_source,
                 "calibration": self.calibration.to_json() if self.calibration else None,
-                "buffers": [b.to_json() for b in self.buffers]}
+                "buffers": [b.to_json() for b in self.buffers],
+                "spin_clock_drift_pct": self.spin_drift_pct}
 
 
 @dataclass(frozen=True)
@@ -113,6 +121,11 @@ class ReplayReport:
         return doc
 
 
+def _computed(times, planned: float) -> float:
+    """A step's compute as it ran (the plan's where the step did not measure it)."""
+    return planned if times.compute_ms is None else times.compute_ms
+
+
 def replay_report(job: ReplayJob, run: ReplayRun) -> ReplayReport:
     """The report of ``run``: per iteration and bucket, the slowest rank's times."""
     timeline = run.plan.timeline
@@ -134,11 +147,19 @@ def replay_report(job: ReplayJob, run: ReplayRun) -> ReplayReport:
                                       run.baseline_ms[k] if run.baseline_ms is not None else None))
     median = statistics.median(iterations)
     predicted = timeline.iteration_ms
+    computes = [max(_computed(r.iterations[i], timeline.compute_ms) for r in run.ranks)
+                for i in range(n_iter)]
+    exposed = [max(r.iterations[i].iteration_ms - _computed(r.iterations[i], timeline.compute_ms)
+                   for r in run.ranks) for i in range(n_iter)]
+    compute = statistics.median(computes)
     measured = MeasuredRun(median, p90(iterations), tuple(iterations),
-                           median - timeline.compute_ms, sum(b.duration_ms for b in buckets),
-                           tuple(buckets))
+                           statistics.median(exposed), sum(b.duration_ms for b in buckets),
+                           tuple(buckets), compute,
+                           100.0 * (compute - timeline.compute_ms) / timeline.compute_ms
+                           if timeline.compute_ms > 0 else None)
+    drifts = [r.spin_drift_pct for r in run.ranks if r.spin_drift_pct is not None]
     info = ReplayInfo(run.backend, run.device, run.world, job.iters, job.warmup, run.verified,
                       job.cost_source if run.calibration is None else "in-place calibration",
-                      run.calibration, run.buffers)
+                      run.calibration, run.buffers, max(drifts, key=abs) if drifts else None)
     return ReplayReport(run.plan, measured, 100.0 * (median - predicted) / predicted
                         if predicted else None, info)

@@ -418,7 +418,21 @@ def plan_documents() -> list[dict]:
             printed("plan-buckets", VGG, "--json", *MEASURED, "--nccl-tests", CSCS),
             printed("plan-buckets", A100, "--strategy", "observed", "--json"),
             printed("plan-buckets", K + "unused.json.gz", "--strategy", "observed", "--json"),
-            printed("plan-buckets", SPARSE, "--backward-ms", "50", "--json")]
+            printed("plan-buckets", SPARSE, "--backward-ms", "50", "--json"),
+            *framework_plan_documents()]
+
+
+def framework_plan_documents() -> list[dict]:
+    """Plans whose gradients carry marks (Megatron's expert and shared embedding, DeepSpeed's
+    communication dtype) and a DeepSpeed flush sent as pieces."""
+    ds, mc = F + "deepspeed/", F + "megatron/"
+    return [printed("plan-buckets", mc + "mc_moe.json.gz", "--strategy", "megatron", "--json"),
+            printed("plan-buckets", mc + "distopt.json.gz", "--strategy", "megatron",
+                    "--megatron-distributed-optimizer", "--json"),
+            printed("plan-buckets", ds + "ds_autocast_z2.json.gz", "--strategy", "deepspeed",
+                    "--deepspeed-autocast", "bfloat16", "--json"),
+            printed("plan-buckets", ds + "ds_split_z2.json.gz", "--strategy", "deepspeed",
+                    "--gpus", "2", "--deepspeed-reduce-bucket-size", "3000", "--json")]
 
 
 # json.md section -> (what prints it, keys whose values it does not spell out, keys it
@@ -446,7 +460,8 @@ SCHEMAS = {
         set(), {"count", "reason"}, ()),  # unmatched entries: every fixture's collectives match
     "diff --json": (diff_documents, set(), set(), ()),
     "status --json": (status_documents, {"options"}, set(), ()),
-    "export --to json": (lambda: [printed("export", t, "--to", "json", "-o", "-") for t in (VGG, TF, A100)],
+    "export --to json": (lambda: [printed("export", t, "--to", "json", "-o", "-")
+                                  for t in (VGG, TF, A100, F + "deepspeed/ds_autocast_z2.json.gz")],
                          {"attrs"}, set(), ()),
 }
 

@@ -310,7 +310,7 @@ def test_communication_dtypes_are_deepspeeds(config, autocast_dtype, monkeypatch
     optimizer.communication_data_type = DeepSpeedEngine.communication_data_type.fget(engine)
     theirs = {n: str(optimizer.get_param_comm_dtype(p)).removeprefix("torch.")
               for n, p in model.named_parameters()}
-    path = tmp_path / "params.json"  # the README's one-liner, after deepspeed.initialize
+    path = tmp_path / "params.json"  # docs/inputs.md's one-liner, after deepspeed.initialize
     json.dump([{"name": n, "shape": list(getattr(p, "ds_shape", p.shape)),
                 "dtype": str(p.dtype).removeprefix("torch."),
                 **({"comm_dtype": str(c).removeprefix("torch.")}

@@ -51,6 +51,19 @@ def test_the_profiler_trace_path_is_megatron(path):
     assert not differing(doc, megatron_trace(doc), ComputeRequest())
 
 
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name.split(".")[0])
+def test_the_profiled_step_gives_megatrons_launches_for_every_setting_of_its_model(path):
+    """The trace of a model's real run (one setting) planned under each of the settings
+    Megatron ran that model with (``truth/MODEL``: dp 1 to 1,024, buckets, distributed
+    optimizer, fp32 reduction, overlap): backward's order is the model's, not the setting's,
+    so every launch is Megatron's, launching parameter included."""
+    doc = record(path)
+    full = record(next((MEGATRON / "truth").glob(f"{doc['model']}.megatron-truth.json*")))
+    assert full["params"] == doc["params"]
+    bad = differing(full, megatron_trace(doc), ComputeRequest())
+    assert not bad, f"{len(bad)} of {len(full['settings'])} settings differ, e.g. {bad[0]}"
+
+
 @pytest.mark.parametrize("path", TRUTH, ids=lambda p: p.name.split(".")[0])
 def test_the_parameter_list_alone_gives_megatrons_buckets(path):
     """No trace: every bucket is Megatron's (its layout needs no timing). Launches follow

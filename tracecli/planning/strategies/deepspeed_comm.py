@@ -16,7 +16,7 @@ picks each parameter's IPG bucket and the dtype its flush sends:
   (``runtime/zero/utils.py`` l.218).
 
 The knobs are those settings; where a parameter list or sidecar carries DeepSpeed's own
-answer (the ``comm_dtype`` mark, written by the README's one-liner from
+answer (the ``comm_dtype`` mark, written by docs/inputs.md's one-liner from
 ``engine.optimizer.get_param_comm_dtype(p)``), that answer is what is sent unless a knob
 says otherwise, and autocast needs it: which parameters are a ``Linear``'s is not in a
 parameter's shape.
@@ -104,7 +104,7 @@ def _autocast(grads: Sequence[Grad], marks: list, autocast: str,
     if not any(marks) and any(g.dtype != autocast for g in grads):
         raise PlanError(f"under torch_autocast DeepSpeed sends the gradients of Linear and Conv "
                         f"parameters in {autocast} and the rest in their own dtype; which are which "
-                        "is in the comm_dtype marks of the sidecar the README's DeepSpeed one-liner "
+                        "is in the comm_dtype marks of the sidecar docs/inputs.md's DeepSpeed one-liner "
                         "writes after deepspeed.initialize: pass it (--sizes, or as the parameter list)")
     other = sorted({m for m in marks if m and m != autocast})
     if other:

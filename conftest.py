@@ -1,6 +1,7 @@
 """pytest at the repository root: where torch is not installed (the ``replay`` extra), the
-doctests of the replay modules that import it are not collected, and the header names them;
-the test modules that need torch skip themselves, by name, with ``pytest.importorskip``."""
+doctests of the replay modules that import it, and the tests' helper modules that do (the fake
+CUDA device and NCCL group), are not collected, and the header names them; the test modules
+that need torch skip themselves, by name, with ``pytest.importorskip``."""
 
 from __future__ import annotations
 
@@ -10,8 +11,11 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 TORCH = importlib.util.find_spec("torch") is not None
-_IMPORTS_TORCH = re.compile(r"^(import torch|from torch)\b", re.M)
-NEEDS_TORCH = sorted(str(p.relative_to(HERE)) for p in (HERE / "tracecli").rglob("*.py")
+_IMPORTS_TORCH = re.compile(r"^(import torch|from torch)\b", re.MULTILINE)
+_MODULES = [*(HERE / "tracecli").rglob("*.py"),
+            *(p for p in (HERE / "tests").rglob("*.py")
+              if not p.name.startswith("test_") and "fixtures" not in p.parts)]
+NEEDS_TORCH = sorted(str(p.relative_to(HERE)) for p in _MODULES
                      if _IMPORTS_TORCH.search(p.read_text(encoding="utf-8")))
 collect_ignore = [] if TORCH else NEEDS_TORCH
 

@@ -4,6 +4,7 @@ checks its links and options, as it does for docs/.)"""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 
@@ -23,10 +24,10 @@ def test_the_readme_is_short():
 
 def test_the_two_setup_commands_are_make_targets():
     makefile = (ROOT / "Makefile").read_text()
-    targets = re.findall(r"^make (\w+)", README, re.M)
+    targets = re.findall(r"^make (\w+)", README, re.MULTILINE)
     assert {"demo", "test"} <= set(targets)
     for target in targets:
-        assert re.search(rf"^{target}:", makefile, re.M), target
+        assert re.search(rf"^{target}:", makefile, re.MULTILINE), target
     assert "TORCH_INDEX" in makefile and "make test TORCH_INDEX=" in README
     assert "make test" in (ROOT / ".ci" / "run").read_text()
     assert os.access(ROOT / ".ci" / "run", os.X_OK)
@@ -35,6 +36,16 @@ def test_the_two_setup_commands_are_make_targets():
 def test_the_three_lines_are_shown_as_typed():
     shown = [line.split("#")[0].strip() for line in README.splitlines() if line.startswith("tracecli ")]
     assert shown == THREE_LINES
+
+
+TORCH = importlib.util.find_spec("torch") is not None
+
+
+def _replayed(result) -> bool:
+    """The dry run went through; without the replay extra (no torch) it says how to install it."""
+    if not TORCH:
+        return result.exit_code == 2 and "pip install 'tracecli[replay]'" in result.stderr
+    return result.exit_code == 0
 
 
 @pytest.fixture
@@ -50,8 +61,8 @@ def test_the_three_lines_work_as_typed_on_the_chainer_dump(here):
     assert run("inspect", VGG).exit_code == 0
     assert run("plan-buckets", "--max-bytes", "32k").exit_code == 0
     result = run("replay", "--gpus", "4", "--dry-run")
-    assert result.exit_code == 0, result.output
     assert "replaying the plan remembered by tracecli plan-buckets (size" in result.stderr
+    assert _replayed(result)
 
 
 def test_the_op_list_needs_backward_ms_and_nothing_else(here):
@@ -60,7 +71,7 @@ def test_the_op_list_needs_backward_ms_and_nothing_else(here):
     assert refused.exit_code == 2 and "--backward-ms" in refused.stderr
     assert "--backward-ms 120" in README
     assert run("plan-buckets", "--max-bytes", "32k", "--backward-ms", "120").exit_code == 0
-    assert run("replay", "--gpus", "4", "--dry-run").exit_code == 0
+    assert _replayed(run("replay", "--gpus", "4", "--dry-run"))
 
 
 def test_the_profiler_sample_has_no_shapes_and_observed_plans_it(here):
@@ -70,4 +81,4 @@ def test_the_profiler_sample_has_no_shapes_and_observed_plans_it(here):
     assert "--strategy observed" in refused.stderr and "--strategy observed" in README
     assert run("plan-buckets", "--strategy", "observed").exit_code == 0
     replayed = run("replay", "--gpus", "4", "--dry-run")
-    assert replayed.exit_code == 0 and "Plan observed: 5 buckets" in replayed.stdout
+    assert _replayed(replayed) and (not TORCH or "Plan observed: 5 buckets" in replayed.stdout)

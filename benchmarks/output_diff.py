@@ -115,6 +115,39 @@ INTENDED.append((
     lambda cmd: True, _own_options))
 
 
+def _session_options(out: bytes) -> bytes:
+    """``status --json``: the remembered plan's options are every knob of the table at the
+    values the plan-buckets call had (its strategy first), FSDP's knobs among them."""
+    import json
+
+    sys.path.insert(0, str(ROOT))
+    from tracecli.planning import KNOBS
+    from tracecli.render.jsonout import dumps
+
+    try:
+        doc = json.loads(out)
+    except ValueError:
+        return out
+    plan = doc.get("plan") if isinstance(doc, dict) else None
+    if not isinstance(plan, dict) or not isinstance(plan.get("options"), dict):
+        return out
+    given = plan["options"]
+    plan["options"] = {"strategy": plan.get("strategy"),
+                       **{k.name: given.get(k.name, k.default) for k in KNOBS}}
+    return dumps(doc).encode()
+
+
+INTENDED.append((
+    "issue 27: the strategies listed where an unknown one is refused include fsdp2 and fsdp1",
+    lambda cmd: "--strategy" in cmd,
+    lambda out: out.replace(b"'deepspeed', 'optimal'", b"'deepspeed', 'fsdp2', 'fsdp1', 'optimal'")))
+INTENDED.append((
+    "issue 27: status --json lists the remembered plan's options as the session stores them, "
+    "every knob of the table (FSDP's among them); the issue 22 rewrite above had cut them to "
+    "the strategy's own, which the session never did",
+    lambda cmd: cmd == ["status", "--json"], _session_options))
+
+
 # Deliberate changes too wide for a rewrite of the base output alone (names, rows that move,
 # numbers the change recomputes): each says which lines it may change, and takes those from
 # the new output only where every other line, spacing aside, is identical (else the diff shows).
@@ -257,12 +290,15 @@ def normalized(cmd: list[str], result: tuple) -> tuple:
 
 
 def intended(cmd: list[str], result: tuple) -> tuple:
-    """``result`` of the base revision as the intended changes make it (stdout and files)."""
+    """``result`` of the base revision as the intended changes make it (stdout and files;
+    stderr where an entry says so)."""
     code, out, err, files = result
-    for _, applies, rewrite in INTENDED:
+    for what, applies, rewrite in INTENDED:
         if applies(cmd):
             out = rewrite(out)
             files = {name: rewrite(data) for name, data in files.items()}
+            if what.startswith("issue 27: the strategies listed"):  # a usage error's line
+                err = rewrite(err)
     return code, out, err, files
 
 

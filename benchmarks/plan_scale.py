@@ -106,6 +106,8 @@ def main() -> None:
         grads = synthetic(n)
         backward_end = grads[-1].ready_ms + 1.0
         for name in predicted():
+            if STRATEGIES[name].applies is not None:  # FSDP's: benchmarks/fsdp_scale.py
+                continue
             opts = dict(max_bytes=25 * 2**20, agg_small_grads_max_bytes=32 * 1024,
                         spec="pscpu:32k:xring")
             start = time.perf_counter()

@@ -108,16 +108,19 @@ class FakeDevice:
         self.ops.append(("sync", self.host_ms))
         self.cost("synchronize")
 
-    def collective(self, what: str, nbytes: int, agree) -> "FakeWork":
-        """Enqueue a collective: ``agree(ready, channel_free)`` returns the latest of every
+    def collective(self, what: str, nbytes: int, agree,
+                   stream: Optional["FakeStream"] = None) -> "FakeWork":
+        """Enqueue a collective on ``stream`` (its process group's NCCL stream; the
+        default group's if None): ``agree(ready, channel_free)`` returns the latest of every
         rank's (its exchange doubles as the rendezvous)."""
         self.cost("launch")
+        nccl = stream or self.nccl
         ready = max(self.current.tail, self.host_ms)
-        latest_ready, latest_free = agree(ready, self.nccl.tail)
+        latest_ready, latest_free = agree(ready, nccl.tail)
         start = max(latest_ready, latest_free)
         queued = latest_free > 0 and latest_free >= latest_ready
         end = start + self.cuda.duration(what, nbytes, queued)
-        self.nccl.tail = end
+        nccl.tail = end
         self.ops.append(("collective", what, nbytes, start, end, queued))
         return FakeWork(self, what, nbytes, end)
 
@@ -277,10 +280,19 @@ def install(monkeypatch, cuda: FakeCuda, nccl: bool = True) -> FakeCuda:
 class FakeNcclComm(FakeComm):
     """One rank of a :class:`FakeNcclWorld`: the data of :class:`FakeComm`, NCCL's timing."""
 
-    def __init__(self, world: "FakeNcclWorld", rank: int):
+    def __init__(self, world: "FakeNcclWorld", rank: int, device: Optional[FakeDevice] = None,
+                 stream: Optional[FakeStream] = None):
         super().__init__(world, rank)
-        self.device = world.cuda.devices[rank]
+        self.device = device or world.cuda.devices[rank]
+        self.stream = stream  # None: the default group's NCCL stream
         self._work: Optional[FakeWork] = None
+
+    def _sub_comm(self, world, rank):
+        """A new process group: its own NCCL stream on this rank's device (ProcessGroupNCCL
+        keeps a stream per device per group)."""
+        stream = FakeStream(self.device, f"nccl{len(self._world.cuda.side_streams(self.device))}")
+        self._world.cuda._side.setdefault(self.device.index, []).append(stream)
+        return FakeNcclComm(world, rank, self.device, stream)
 
     def _exchange(self, what, value, nbytes):
         parts = []
@@ -290,7 +302,7 @@ class FakeNcclComm(FakeComm):
             parts.extend(p[0] for p in exchanged)
             return max(p[1] for p in exchanged), max(p[2] for p in exchanged)
 
-        self._work = self.device.collective(what, nbytes, agree)
+        self._work = self.device.collective(what, nbytes, agree, self.stream)
         return parts
 
     def _done(self, async_op: bool, host: bool = False):
@@ -333,6 +345,9 @@ class FakeNcclWorld(FakeWorld):
     def __init__(self, world: int, cuda: FakeCuda, **kw):
         super().__init__(world, **kw)
         self.cuda = cuda
+
+    def _spawn(self, world: int, **kw) -> "FakeNcclWorld":
+        return FakeNcclWorld(world, self.cuda, **kw)
 
     def comm(self, rank: int) -> FakeNcclComm:
         self.cuda.bind(rank)  # called on the rank's own thread (run_fake)

@@ -101,7 +101,8 @@ def activate(config: dict) -> None:
     worker.rank_device = rank_device
     state: dict = {"watchdog": None}
     real = {name: getattr(dist, name) for name in _COLLECTIVES
-            + ("init_process_group", "destroy_process_group")}
+            + ("init_process_group", "destroy_process_group", "new_group")}
+    streams: dict = {}  # a subgroup's NCCL stream on this rank's device
 
     def init_process_group(backend=None, init_method=None, timeout=None, world_size=-1,
                            rank=-1, store=None, **kw):
@@ -134,10 +135,28 @@ def activate(config: dict) -> None:
             state["watchdog"] = None
         return real["destroy_process_group"](*args, **kw)
 
-    def agree(ready: float, free: float):
-        t = torch.tensor([ready, free], dtype=torch.float64)
-        real["all_reduce"](t, op=dist.ReduceOp.MAX)
-        return float(t[0]), float(t[1])
+    def new_group(ranks=None, timeout=None, backend=None, **kw):
+        """An NCCL subgroup: a gloo group of the same ranks, with an NCCL stream of its own
+        on the device (ProcessGroupNCCL keeps one per device per group)."""
+        if backend != "nccl" or state["watchdog"] is None:
+            return real["new_group"](ranks, timeout, backend, **kw)
+        kw.pop("device_id", None)
+        group = real["new_group"](ranks, datetime.timedelta(days=1), "gloo", **kw)
+        if group is not None and group != dist.GroupMember.NON_GROUP_MEMBER:
+            from fake_cuda import FakeStream
+
+            device = cuda.device()
+            stream = FakeStream(device, f"nccl{len(cuda.side_streams(device))}")
+            cuda._side.setdefault(device.index, []).append(stream)
+            streams[group] = stream
+        return group
+
+    def agree_on(group):
+        def agree(ready: float, free: float):
+            t = torch.tensor([ready, free], dtype=torch.float64)
+            real["all_reduce"](t, op=dist.ReduceOp.MAX, group=group)
+            return float(t[0]), float(t[1])
+        return agree
 
     def wrap(name):
         def collective(*args, async_op=False, **kw):
@@ -147,7 +166,9 @@ def activate(config: dict) -> None:
             kw.pop("device_ids", None)
             with watchdog.pending():
                 real[name](*args, **kw)
-                work = cuda.device().collective(name, _nbytes(args), agree)
+                group = kw.get("group")
+                work = cuda.device().collective(name, _nbytes(args), agree_on(group),
+                                                streams.get(group))
             if async_op:
                 return work
             work.wait()
@@ -156,6 +177,7 @@ def activate(config: dict) -> None:
         return collective
 
     dist.init_process_group = init_process_group
+    dist.new_group = new_group
     dist.destroy_process_group = destroy_process_group
     for name in _COLLECTIVES:
         setattr(dist, name, wrap(name))

@@ -303,6 +303,7 @@ def test_sidecar_one_liners_are_the_generators():
 
 JSON_MD = DOCS / "json.md"
 S, K, F = "sample_traces/", "tests/fixtures/kineto/", "tests/fixtures/"
+FSDP = F + "fsdp/"
 VGG, TF, A100 = S + "vgg19_chainer.txt", S + "resnet50_horovod_tf.txt", S + "resnet50_ddp_nccl_2xa100.json.gz"
 SPARSE, CSCS = F + "sparse/embed_horovod.txt", F + "nccl/cscs_gh200_2x1_all_reduce_perf.txt"
 TOPOLOGY = ["--platform", "dgx-h100", "--nodes", "2", "--nccl", "2.30.7"]
@@ -419,6 +420,12 @@ def plan_documents() -> list[dict]:
             printed("plan-buckets", A100, "--strategy", "observed", "--json"),
             printed("plan-buckets", K + "unused.json.gz", "--strategy", "observed", "--json"),
             printed("plan-buckets", SPARSE, "--backward-ms", "50", "--json"),
+            printed("plan-buckets", FSDP + "hsdp_2x2/rank0.json.gz", "--strategy", "fsdp2",
+                    "--json"),
+            printed("plan-buckets", FSDP + "fsdp2_default/rank0.json.gz", "--strategy",
+                    "fsdp2", "--fsdp-reshard-after-forward", "false", "--json"),
+            printed("plan-buckets", FSDP + "fsdp1_backward_pre/rank0.json.gz", "--strategy",
+                    "observed", "--json"),
             *framework_plan_documents()]
 
 
@@ -440,10 +447,15 @@ def framework_plan_documents() -> list[dict]:
 SCHEMAS = {
     "inspect --json": (lambda: [printed("inspect", t, "--json") for t in (VGG, TF, A100, SPARSE)],
                        {"ops_by_kind"}, set(), ()),
-    "plan-buckets --json and the plan file": (plan_documents, {"options"}, set(), ()),
+    "plan-buckets --json and the plan file": (plan_documents, {"options"}, {  # FSDP knobs
+        "fsdp_wrap", "fsdp_prefetch", "fsdp_param_dtype", "fsdp_reduce_dtype", "fsdp_mesh",
+        "memory_gib", "fsdp1_backward_prefetch", "fsdp1_forward_prefetch",
+        "fsdp1_limit_all_gathers"}, ()),
     "plan-buckets --compare --json": (
         lambda: [printed("plan-buckets", VGG, "--compare", "--json"),
-                 printed("plan-buckets", K + "mlp_default.json.gz", "--compare", "--json")],
+                 printed("plan-buckets", K + "mlp_default.json.gz", "--compare", "--json"),
+                 printed("plan-buckets", FSDP + "fsdp2_default/rank0.json.gz", "--compare",
+                         "--memory-gib", "1", "--json")],
         {"settings"}, set(), ()),
     "replay --json": (replay_documents, {"options"}, set(),
                       ("plan-buckets --json and the plan file",)),

@@ -148,7 +148,7 @@ def test_size_greedy_crossing_tensor_included():
 
 def test_registry_names():
     assert list(STRATEGIES) == ["per-tensor", "single", "size", "ddp", "horovod", "tf-spec", "megatron",
-                                "deepspeed", "optimal",
+                                "deepspeed", "fsdp2", "fsdp1", "optimal",
                                 "observed"]
     assert all(spec.name == name for name, spec in STRATEGIES.items())
     assert [name for name, spec in STRATEGIES.items() if spec.from_run] == ["observed"]

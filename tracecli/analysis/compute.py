@@ -170,11 +170,13 @@ def _estimate(trace: Trace, order: list[str], dev: Device, backward_ms: Optional
     if how is ComputeSource.MEASURED:
         fwd, est = _measured(trace, order)
         step, tail = trace.step, 0.0
-        if step is not None and step.backward_end_ms is not None:
+        if step is not None and step.backward_end_ms is not None and trace.meta.fsdp is None:
             tail = max(step.backward_end_ms - fwd - sum(est.values()), 0.0)
+        source = "measured in the trace" + (f" ({step.label})" if step is not None else "")
+        if trace.meta.fsdp is not None:
+            source += ", FSDP's own time (its hooks and collectives) left out"
         return _Estimate(est, fwd, _measured_forward(trace, fwd),
-                         step.update_ms if step is not None else None, tail,
-                         "measured in the trace" + (f" ({step.label})" if step is not None else ""))
+                         step.update_ms if step is not None else None, tail, source)
     if how is ComputeSource.PARAMETERS:
         return _parameter_estimate(trace, order, dev, backward_ms)
     if backward_ms is None and op_times is None:
@@ -287,7 +289,16 @@ def compute_profile(
 def _measured(trace: Trace, order: list[str]) -> tuple[float, dict[str, float]]:
     """Forward time (until the first backward op starts) and each backward op's share of
     the backward wall time: from the end of the op before it to its own end, so the gaps
-    between ops (engine overhead, hooks) count and ready times match the recording."""
+    between ops (engine overhead, hooks) count and ready times match the recording.
+
+    In an FSDP run, FSDP's hooks hold its collectives (on CPU they block in them): each
+    op's compute is its time with FSDP's own left out, forward the ops outside FSDP's
+    labels (:attr:`~tracecli.model.fsdp.FsdpRun.op_ms`), the same compute an FSDP plan
+    schedules, so every strategy is compared on it."""
+    fsdp = trace.meta.fsdp
+    if fsdp is not None and fsdp.op_ms:
+        clean = dict(fsdp.op_ms)
+        return fsdp.forward_ms, {op_id: clean.get(op_id, 0.0) for op_id in order}
     ops = [trace.op(op_id) for op_id in order]
     timed = [op for op in ops if op.start_ms is not None and op.dur_ms is not None]
     if not timed:

@@ -190,7 +190,14 @@ def _after_backward(trace, step, last_launch, grads, ready_at, queues, fronts, a
 def with_carried_by(trace: Trace) -> Trace:
     """``trace`` with a ``carried_by`` link from each gradient to the collective that
     reduced it in the run, as :func:`observed_run` matches them (only matched buckets: a
-    gradient no collective could be matched to has none)."""
+    gradient no collective could be matched to has none); in an FSDP run, its unit's
+    reduce-scatter."""
+    fsdp = trace.meta.fsdp
+    if fsdp is not None:
+        reduce = {c.unit: c.collective for c in fsdp.comms
+                  if c.kind is CollectiveKind.REDUCE_SCATTER and c.collective is not None}
+        return trace.with_links(Link(g, reduce[u.name], EdgeKind.CARRIED_BY)
+                                for u in fsdp.units if u.name in reduce for g in u.gradients)
     if not any(c.purpose is Purpose.GRADIENTS for c in trace.collectives()):
         return trace
     from .readiness import readiness

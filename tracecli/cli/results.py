@@ -131,6 +131,10 @@ class PlanResult(Result):
         return self.plan_text
 
     def view(self, top=None):
+        if self.plan.fsdp is not None:
+            from ..render.fsdp import fsdp_plan_view
+
+            return fsdp_plan_view(self.plan, top)
         from ..render.plans import plan_view
 
         return plan_view(self.plan, top)
@@ -162,9 +166,11 @@ class CompareResult(PlanResult):
         return compare_view(self.planned.rows, self.plan)
 
     def lines(self):
+        from ..render.fsdp import advice_lines
         from ..render.plans import compare_advice
 
-        return compare_advice(self.planned.rows, self.planned.trace.abilities.framework)
+        return compare_advice(self.planned.rows, self.planned.trace.abilities.framework) + \
+            advice_lines(self.planned.rows)
 
 
 class DryRunResult(Result):
@@ -178,6 +184,10 @@ class DryRunResult(Result):
         return jsonout.dumps(self.plan.to_json())
 
     def view(self, top=None):
+        if self.plan.fsdp is not None:
+            from ..render.fsdp import fsdp_plan_view
+
+            return fsdp_plan_view(self.plan, top)
         from ..render.plans import plan_view
 
         return plan_view(self.plan, top)

@@ -21,6 +21,8 @@ def _knob_type(knob: Knob):
         return SizeType(int(knob.low), int(knob.high))
     if knob.kind is Kind.MS:
         return Number(knob.low, knob.high, "ms", low_open=True)
+    if knob.kind is Kind.GIB:
+        return Number(knob.low, knob.high, "GiB", low_open=True)
     if knob.kind is Kind.COUNT:
         return click.IntRange(int(knob.low), int(knob.high))
     return click.STRING

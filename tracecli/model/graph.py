@@ -79,8 +79,8 @@ def _graph_class():
 
 
 def graph_of(tensors: Iterable[Any], ops: Sequence[Op], collectives: Iterable[Any] = (),
-             edges: Iterable[tuple[str, str, dict]] = ()) -> "TraceGraph":
-    """The :class:`TraceGraph` of tensor, op and collective records (nodes in that order,
+             edges: Iterable[tuple[str, str, dict]] = (), units: Iterable[Any] = ()) -> "TraceGraph":
+    """The :class:`TraceGraph` of tensor, op, collective and FSDP unit records (nodes in that order,
     each record under ``data``): the edges of each op's record (as :func:`op_edges` names
     them, in record order), then ``edges`` (``(u, v, attrs)``, each with its own ``attrs``
     dict, which the graph keeps; a pair already present takes the new attributes, an
@@ -101,7 +101,7 @@ def graph_of(tensors: Iterable[Any], ops: Sequence[Op], collectives: Iterable[An
         node[n], succ[n], pred[n] = {}, {}, {}
 
     for kind, records in ((NodeType.TENSOR, tensors), (NodeType.OP, ops),
-                          (NodeType.COLLECTIVE, collectives)):
+                          (NodeType.COLLECTIVE, collectives), (NodeType.UNIT, units)):
         for record in records:
             n = record.id
             node[n] = {"type": kind, "data": record}

@@ -122,6 +122,7 @@ class NodeType(str, enum.Enum):
     OP = "op"
     TENSOR = "tensor"
     COLLECTIVE = "collective"  # Chakra: COMM_COLL_NODE
+    UNIT = "unit"  # an FSDP unit (a parameter group / flat parameter)
 
 
 class OpKind(str, enum.Enum):
@@ -164,6 +165,8 @@ class EdgeKind(str, enum.Enum):
     LAUNCH = "launch"  # op -> the collective it issued
     CARRIED_BY = "carried_by"  # gradient -> the collective that reduced it (as run)
     NEXT = "next"  # op -> the next op on its thread; collective -> the next on its stream
+    UNIT_OF = "unit_of"  # FSDP unit -> each collective carrying its parameters or gradients
+    IN_UNIT = "in_unit"  # gradient -> the FSDP unit whose parameter it is
 
 
 BACKWARD_KINDS = frozenset({OpKind.BACKWARD, OpKind.GRADIENT})

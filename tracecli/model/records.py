@@ -225,6 +225,7 @@ class TraceMeta:
     model_scope: Optional[str] = None
     horovod: Optional[bool] = None
     record_shapes: Optional[bool] = None
+    fsdp: Optional[Any] = None
 
     @property
     def distributed(self) -> dict[str, Any]:

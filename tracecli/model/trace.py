@@ -102,7 +102,7 @@ class Trace:
         if self._graph is None:
             with gc_paused():  # a million small dicts and no cycles: nothing to collect
                 self._graph = graph_of(self._tensors, self._ops, self._collectives,
-                                       self._inferred_edges())
+                                       self._inferred_edges(), self._units())
         return self._graph
 
     def nodes(self) -> Iterator[tuple[str, NodeType, Any]]:
@@ -113,6 +113,12 @@ class Trace:
             yield op.id, NodeType.OP, op
         for c in self._collectives:
             yield c.id, NodeType.COLLECTIVE, c
+        for u in self._units():
+            yield u.id, NodeType.UNIT, u
+
+    def _units(self) -> list:
+        """An FSDP run's units, as graph nodes (none for other traces)."""
+        return self.meta.fsdp.nodes() if self.meta.fsdp is not None else []
 
     def edges(self) -> Iterator[tuple[str, str, dict]]:
         """``(source, target, {"kind", "index"?})`` of every edge, in record order; a
@@ -141,6 +147,9 @@ class Trace:
                 if c.lane in last_on:
                     yield last_on[c.lane], c.id, {"kind": EdgeKind.NEXT}
                 last_on[c.lane] = c.id
+        if self.meta.fsdp is not None:
+            for source, target, kind in self.meta.fsdp.edges():
+                yield source, target, {"kind": EdgeKind(kind)}
 
     def _op_edge(self, u: str, v: str) -> bool:
         """Whether an op's record already implies the edge ``u -> v``."""

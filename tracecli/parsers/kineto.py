@@ -39,6 +39,8 @@ from .kineto_device import DeviceClock, StepClock, step_clock
 from .kineto_step import notes_of, step_info
 from .kineto_events import Event, KinetoEvents, torch_dtype
 from .kineto_names import name_gradients
+from .kineto_fsdp import fsdp_run
+from .kineto_fsdp1 import name_units
 from .kineto_threads import (
     ACCUMULATE, EVALUATE, STEP_PREFIX, Step, Thread, ancestor_indices, backward_window, find_steps,
     in_window,
@@ -235,10 +237,7 @@ def build(path: str, ev: KinetoEvents, step_wanted: Optional[int] = None,
     clocks = [step_clock(device, s.label, s.ts, s.end) for s in steps]
     clock = clocks[steps.index(step)]
     ops, where, started = _ops(threads, step, grads, clock)
-    note = None
-    if variables is not None:
-        tensors, note = name_gradients(tensors, variables, sizes_path or "the sidecar",
-                                       _readying_ops(ops), path)
+    readying = _readying_ops(ops)
     ops = _pair_forward_backward(ops, where, threads, ev.flows)
     issued = launches(threads)
     pair_runs(issued, ev, threads)
@@ -247,22 +246,35 @@ def build(path: str, ev: KinetoEvents, step_wanted: Optional[int] = None,
                       started, step)
     window = backward_window(threads, step)
     world = _world(ev.top)
+    fsdp = fsdp_run(path, threads, step, issued, ran, grads, [t.elements for t in tensors],
+                    world.get("world_size"), where)
+    note = None
+    if variables is not None:
+        # FSDP1 accumulates flat parameters, FSDP2 with param_dtype low-precision gradients:
+        # the sidecar names FSDP's units instead (name_units)
+        tensors, note = name_gradients(tensors, variables, sizes_path or "the sidecar",
+                                       readying, path, units=fsdp is not None)
     info = step_info(step, steps, clock, window, ops, ran, world.get("world_size"))
     shapes = any(t.shape is not None for t in tensors)
     unrecorded = [t.name for t, (th, i) in zip(tensors, grads)
                   if t.nbytes is None and _shape(th.events[i])[0] is None and shapes]
     which = "the last with a backward pass" if step_wanted is None else "--step"
     notes = notes_of(step, steps, which, clock, world, bool(ran), tensors, unrecorded, note)
+    if fsdp is not None and fsdp.system == "fsdp1" and variables:
+        fsdp = name_units(fsdp, variables, sizes_path or "the sidecar")
+    if fsdp is not None:
+        notes.append(f"{fsdp.system}: {len(fsdp.units)} units, {len(fsdp.comms)} collectives "
+                     "FSDP issued in this step" + "".join(f"; {n}" for n in fsdp.notes))
     meta = TraceMeta(rank=world.get("rank"), world_size=world.get("world_size"),
                      backend=world.get("backend"), notes=tuple(notes), record_shapes=shapes,
-                     sizes=sizes_path if variables is not None else None)
+                     sizes=sizes_path if variables is not None else None, fsdp=fsdp)
     ready_how = ("its backward's kernels end on the device" if clock.on_device
                  else "its AccumulateGrad ends")
     abilities = Abilities(ReadinessMethod.RECORDED, ComputeSource.MEASURED, VariableOrder.INDEX,
                           f"recorded: a gradient is ready when {ready_how} ({step.label})",
                           sizes_hint=f"{len(unrecorded)} of {len(tensors)} gradients have "
                           f"no recorded shape: {_UNDEFINED}" if unrecorded else SIZES_HINT,
-                          framework="pytorch")
+                          framework=f"pytorch-{fsdp.system}" if fsdp is not None else "pytorch")
     return Trace.build(path, FORMAT, ops, tensors, _thread_order(ops, where), meta, abilities,
                        ran, info)
 

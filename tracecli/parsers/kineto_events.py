@@ -2,7 +2,8 @@
 
 Reads ``export_chrome_trace`` output as a stream (see :mod:`._jsonstream`) and keeps, as
 small records, only what the analyses need: host ops and annotations (``cpu_op``,
-``user_annotation``), collective kernels (``nccl*``), the CUDA runtime calls that launch
+``user_annotation``; the shapes of collectives, of gradient accumulation and of FSDP's own
+``fsdp::`` ops), collective kernels (``nccl*``), the CUDA runtime calls that launch
 work on the device (to pair a kernel with its host op), every device activity as a
 :class:`Activity` (kernels, memory copies and sets: when each ran, for device time, see
 :mod:`.kineto_device`), the device's ``ProfilerStep#K`` annotations, and ``fwdbwd`` flows.
@@ -148,7 +149,7 @@ def _kept_args(name: str, args: Any, path: str, line: int) -> Optional[dict]:
         if args is None:
             return None
         raise TraceFormatError("\"args\" must be an object", path=path, line=line)
-    if "Collective name" in args or name.startswith(("c10d::", "gloo:", "nccl:")) \
+    if "Collective name" in args or name.startswith(("c10d::", "gloo:", "nccl:", "fsdp::")) \
             or name == "record_param_comms" \
             or "AccumulateGrad" in name:
         kept = {k: args[k] for k in COMM_ARGS + _SHAPE_ARGS if k in args}

@@ -132,10 +132,13 @@ def _first_holding(modules: dict, names: list[str], sig: tuple) -> list:
 
 
 def name_gradients(tensors: list[Tensor], variables: Sequence, sizes_path: str,
-                   ops: Optional[Sequence[int]] = None, trace_path: str = "") -> tuple[list[Tensor], str]:
+                   ops: Optional[Sequence[int]] = None, trace_path: str = "",
+                   units: bool = False) -> tuple[list[Tensor], str]:
     """Names, places and marks from a parameter sidecar (``named_parameters()`` order), as
     the module's docstring says; ``ops[k]``: the backward ops run before gradient ``k``
-    became ready (its readying op's place). Returns the tensors and what was done."""
+    became ready (its readying op's place). ``units``: an FSDP run, whose gradients (flat
+    parameters, low-precision ones) may match no parameter: the sidecar names its units
+    instead, so that is no error. Returns the tensors and what was done."""
     if tensors and all(t.shape is None for t in tensors):
         marked = _marked(variables)
         if marked:
@@ -170,7 +173,7 @@ def name_gradients(tensors: list[Tensor], variables: Sequence, sizes_path: str,
                                                      if len(by_sig[sig]) == len(side.get(sig, ()))},
                         ops).items():
         named[k] = _named(tensors[k], v)
-    if not unique and not by_order and any(t.shape is not None for t in tensors):
+    if not unique and not by_order and any(t.shape is not None for t in tensors) and not units:
         raise SizesError(_none_named(trace_path, unmatched, missing), path=sizes_path, line=1)
     filled = _fill_unrecorded(named, unknown, by_sig, side, sizes_path) if unknown else ""
     return named, _note(sizes_path, len(tensors), unique, by_order, filled, unmatched, missing,

@@ -17,6 +17,7 @@ from ..planning import STRATEGIES, PlanInput
 from ..planning.observed import RunBucket, as_run_plan
 from ..planning.base import Grad
 from ..planning.inputs import plan_input
+from ..planning.fsdp.observed import fsdp_as_run_plan
 from .compute import ComputeRequest, profile_for, update_for
 from .cost import CostRequest, resolve_cost
 from .planned import Planned
@@ -45,6 +46,10 @@ def as_run(trace: Trace, compute: ComputeRequest, cost: Union[CostModel, CostReq
                        f"predict it: --compare --gpus {asked} (its 'as run (model)' row)")
     ready = readiness(trace)
     profile = profile_for(trace, ready, compute)
+    if trace.meta.fsdp is not None:  # FSDP's own collectives: all-gathers, reduce-scatters
+        inp = plan_input(trace, ready, profile, update_for(compute, profile))
+        plan = fsdp_as_run_plan(inp, model)
+        return Planned(trace, ready, profile, inp, model, plan, notices=tuple(notices), as_run=plan)
     run = observed_run(trace, ready)
     if not run.buckets:
         raise PlanError("no as-run plan: " + "; ".join(

@@ -130,6 +130,11 @@ def replay_inputs(trace: Trace, strategy: str, compute: ComputeRequest, world: i
     from the run (``observed``) the run's own buckets as a fixed plan (else ``None``)."""
     if not from_run(strategy):
         return inputs(trace, compute)[2], None
+    fsdp = trace.meta.fsdp
+    if fsdp is not None:  # its as-run schedule is FSDP's with the run's own knobs
+        raise PlanError(f"replay the {fsdp.system} run's own schedule with --strategy "
+                        f"{fsdp.system} (its knobs default to the run's); --strategy "
+                        "observed replays all-reduce buckets", path=trace.path)
     plan = as_run(trace, compute, CostRequest(world)).plan
     if not all(b.members for b in plan.buckets):
         raise PlanError("the run's buckets are not all matched to its "

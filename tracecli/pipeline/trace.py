@@ -17,7 +17,7 @@ from ..errors import CostModelError, PlanError
 from ..model import ComputeSource, Trace
 from ..costs import CostModel
 from ..planning import OptionValues, compare, make_plan
-from ..planning.observed import as_run_prediction
+from ..planning.observed import AS_RUN, as_run_prediction
 from ..planning.inputs import left_out_notice
 from ..planning.plan import CompareRow
 from .compute import ComputeRequest, inputs, profile_for
@@ -60,7 +60,10 @@ def compare_trace(trace: Trace, options: OptionValues, compute: ComputeRequest,
         except (PlanError, CostModelError) as exc:
             planned = replace(planned, notices=planned.notices + (f"no as-run row: {exc.message}",))
     front = []
-    if run is not None and all(b.members for b in run.buckets) and run.inp == planned.inp:
+    if run is not None and planned.inp.fsdp is not None:  # the run's own FSDP configuration
+        front.append(CompareRow("as run (model)", replace(
+            make_plan(planned.inp, planned.inp.fsdp.system, {}, planned.cost), strategy=AS_RUN)))
+    elif run is not None and all(b.members for b in run.buckets) and run.inp == planned.inp:
         front.append(CompareRow("as run (model)", as_run_prediction(run, planned.cost)))
     if run is not None and run.cost.gpus == planned.cost.gpus:
         front.insert(0, CompareRow("as run (measured)", run))

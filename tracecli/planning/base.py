@@ -4,7 +4,7 @@ with its spec: :mod:`.spec`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple, Optional, Sequence
+from typing import Any, NamedTuple, Optional, Sequence
 
 from ..errors import PlanError
 from ..model import NO_META, CollectiveKind, ParamMeta
@@ -97,6 +97,8 @@ class PlanInput:
     # How many of the trace's gradients each planning unit holds, when the units are the
     # run's buckets (sizes known per bucket only); () when each unit is one gradient.
     unit_gradients: tuple[int, ...] = ()
+    # A sharded run's units and program (FSDP: planning.fsdp.model.FsdpInput), or None.
+    fsdp: Any = None
 
     @property
     def gradient_count(self) -> int:

@@ -9,6 +9,7 @@ from ..analysis.readiness import Readiness
 from ..errors import PlanError
 from ..model import OpKind, Purpose, Trace, VariableOrder
 from .base import Grad
+from .fsdp.model import fsdp_input
 from .plan import PlanInput
 
 __all__ = ["plan_input", "variable_order", "left_out_notice"]
@@ -56,8 +57,13 @@ def plan_input(trace: Trace, ready: Readiness, profile: ComputeProfile,
              g.meta, g.tensor_id not in unknown_order)
         for i, g in enumerate(ready.gradients) if g.nbytes is not None
     )
+    fsdp = None
+    if trace.meta.fsdp is not None:
+        index_of = {g.tensor_id: i for i, g in enumerate(
+            g for g in ready.gradients if g.nbytes is not None)}
+        fsdp = fsdp_input(trace.meta.fsdp, index_of)
     return PlanInput(grads, profile.forward_ms, profile.backward_end_ms, update_ms, profile.source,
-                     tuple(unknown), hint if unknown else "")
+                     tuple(unknown), hint if unknown else "", fsdp=fsdp)
 
 
 def _what_works(trace: Trace, hint: str) -> str:

@@ -35,6 +35,7 @@ class BucketPlan:
     settings: dict[str, Any]
     notes: tuple[str, ...] = ()  # what the reader must know (unmatched buckets, ...)
     measured: bool = False  # the timeline was measured (the as-run plan), not predicted
+    fsdp: Any = None  # a sharded (FSDP) plan's units, settings and memory (planning.fsdp)
 
     @property
     def buckets(self):
@@ -53,6 +54,8 @@ def make_plan(inp: PlanInput, strategy: str, options, cost: CostModel) -> Bucket
     record, or a mapping of knob values (:meth:`~.spec.StrategySpec.options_of`)."""
     spec = planned_spec(strategy)
     options = spec.options_of(options)
+    if spec.planner is not None:
+        return spec.planner(inp, options, cost)
     grouping = spec.group(inp.grads, options, cost)
     timeline = simulate(inp.grads, grouping, cost, inp.forward_ms, inp.backward_end_ms,
                         inp.update_ms)
@@ -125,11 +128,15 @@ def compare(inp: PlanInput, cost: CostModel, given) -> list[CompareRow]:
     strategy reads its own), plus each framework tuned over its spec's grid, plus its
     defaults where the options given are not them; best first."""
     specs = [STRATEGIES[name] for name in predicted()]
+    specs = [spec for spec in specs if spec.applies is None or spec.applies(inp)]
     options = {spec.name: spec.options_of(given) for spec in specs}
     rows = [CompareRow(spec.name, make_plan(inp, spec.name, options[spec.name], cost))
             for spec in specs]
     for spec in specs:
-        if spec.tuning is not None:
+        if spec.rows is not None:
+            rows.extend(CompareRow(label, plan) for label, plan in
+                        spec.rows(inp, options[spec.name], cost))
+        elif spec.tuning is not None:
             tuned = [make_plan(inp, spec.name, o, cost)
                      for o in spec.tuning(inp, options[spec.name])]
             rows.append(CompareRow(f"{spec.name} tuned", _best(tuned)))

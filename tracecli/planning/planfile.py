@@ -19,6 +19,7 @@ from typing import Any, NamedTuple, Optional
 from ..errors import PlanError, excerpt
 from ..jsonfile import finite_number, read_json
 from ..model import DTYPE_BYTES, CollectiveKind, ParamMeta
+from ..model.fsdp import contract_name
 from .base import FixedPlan, Grad, Message, PlanInput
 from .spec import MAX_OPTION_BYTES, NoOptions, Options
 from .strategies import KNOBS, STRATEGIES
@@ -81,6 +82,8 @@ def plan_document(plan) -> dict[str, Any]:
         },
         "settings": plan.settings,
     }
+    if plan.fsdp is not None:
+        doc["fsdp"] = plan.fsdp.to_json()
     if plan.measured:
         doc["measured_timeline"] = True
     if plan.notes:
@@ -98,7 +101,9 @@ def _bucket(plan, b) -> dict[str, Any]:
         "start_ms": b.start_ms,
         "end_ms": b.end_ms,
         "duration_ms": b.duration_ms,
-        "collective": b.collective.value,
+        "collective": b.collective.value if b.phase is None else contract_name(b.collective),
+        **({"phase": b.phase, "unit": b.unit, "elements": b.elements, "channel": b.channel,
+            "group_size": b.group} if b.phase is not None else {}),
     }
     if not b.pieces:
         doc.update(_costed(plan, b.collective, b.nbytes))
@@ -136,6 +141,11 @@ def load_plan_file(path: str | Path) -> PlanFile:
             raise bad(f"no {key!r}")
     if not isinstance(doc["strategy"], str) or len(doc["strategy"]) > 100:
         raise bad("strategy must be a short string")
+    if "fsdp" in doc:
+        raise PlanError(f"an FSDP plan ({doc['strategy'][:20]}) holds no FSDP units, so it "
+                        "cannot be read back as a plan: replay it from its trace (tracecli "
+                        f"replay TRACE --strategy {doc['strategy'][:20]} with the plan's knobs)",
+                        path=path, line=1)
     grads, index = _gradients(doc, bad)
     buckets, collectives, messages = _buckets(doc, grads, index, bad)
     inp = _compute(doc, tuple(grads), path, bad)

@@ -53,13 +53,16 @@ class Span(NamedTuple):
 
 class Comm(NamedTuple):
     """One collective on ``channel``: ready after ``after`` compute spans have run, or at
-    ``ready_ms`` (a recorded or precomputed time; the later of the two where both are given)."""
+    ``ready_ms`` (a recorded or precomputed time; the later of the two where both are given),
+    and not before the collective ``follows`` (an index into the step's comms) has ended
+    (HSDP's all-reduce of a reduce-scatter's output)."""
 
     kind: CollectiveKind
     nbytes: int
     channel: str = GRADIENTS
     after: Optional[int] = None
     ready_ms: Optional[float] = None
+    follows: Optional[int] = None
 
 
 class Step(NamedTuple):
@@ -91,6 +94,8 @@ class StepTimes(NamedTuple):
 def _ready(comm: Comm, span_end: Callable[[int], float]) -> float:
     times = [t for t in (comm.ready_ms, span_end(comm.after) if comm.after is not None else None)
              if t is not None]
+    if not times and comm.follows is not None:
+        return 0.0
     if not times:
         raise PlanError("a collective of the schedule is ready neither at a time nor after compute")
     return max(times)
@@ -120,17 +125,27 @@ def run(step: Step, duration: Callable[[Comm, bool], float]) -> StepTimes:
         return ends[k - 1] if k > 0 else 0.0
 
     def comm_time(i: int) -> CommTime:
-        stack = [i]
-        while stack:  # earlier comms on the channel first, without recursion
+        stack, on = [i], {i}
+        while stack:  # what it waits for first (the comm before it, the one it follows)
             j = stack[-1]
-            p = previous[j]
-            if p is not None and times[p] is None:
-                stack.append(p)
+            p, f = previous[j], comms[j].follows
+            for dep in (p, f):
+                if dep is not None and times[dep] is None:
+                    if dep in on:
+                        raise PlanError("a collective of the schedule waits for itself (it "
+                                        "follows one queued behind it)")
+                    stack.append(dep)
+                    on.add(dep)
+                    break
+            if stack[-1] != j:
                 continue
             stack.pop()
+            on.discard(j)
             if times[j] is not None:
                 continue
             ready = _ready(comms[j], span_end)
+            if f is not None:
+                ready = max(ready, times[f].end_ms)
             free = times[p].end_ms if p is not None else None
             queued = free is not None and ready <= free
             start = max(ready, free) if free is not None else ready

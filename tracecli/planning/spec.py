@@ -47,6 +47,7 @@ MAX_OPTION_BYTES = 1 << 50  # a byte-size knob's largest value (1 PiB)
 _MAX_COUNT = 1 << 31
 _MAX_MS = 1e6
 _MAX_TEXT = 1000
+_MAX_GIB = 1e6
 
 
 class Kind(Enum):
@@ -58,12 +59,14 @@ class Kind(Enum):
     TEXT = "text"
     COUNT = "count"  # an integer >= 0
     FLAG = "flag"  # on when given
+    GIB = "gib"  # a positive number of GiB, or None: unset
 
 
 _WHAT = {Kind.BYTES: "null or a byte count from 1 to 2^50", Kind.BYTES_OR_ZERO:
          "a byte count from 0 to 2^50", Kind.MS: f"a number of ms above 0, at most {_MAX_MS:g}",
          Kind.TEXT: f"a string of at most {_MAX_TEXT:,} characters", Kind.COUNT:
-         "an integer from 0 to 2^31", Kind.FLAG: "true or false"}
+         "an integer from 0 to 2^31", Kind.FLAG: "true or false",
+         Kind.GIB: f"null or a number of GiB above 0, at most {_MAX_GIB:g}"}
 
 
 @dataclass(frozen=True)
@@ -80,12 +83,14 @@ class Knob:
     @property
     def low(self) -> float:
         """The least value (exclusive for ms, which must be above 0)."""
-        return {Kind.BYTES: 1, Kind.BYTES_OR_ZERO: 0, Kind.MS: 0.0, Kind.COUNT: 0}.get(self.kind, 0)
+        return {Kind.BYTES: 1, Kind.BYTES_OR_ZERO: 0, Kind.MS: 0.0, Kind.COUNT: 0,
+                Kind.GIB: 0.0}.get(self.kind, 0)
 
     @property
     def high(self) -> float:
         return {Kind.BYTES: MAX_OPTION_BYTES, Kind.BYTES_OR_ZERO: MAX_OPTION_BYTES,
-                Kind.MS: _MAX_MS, Kind.COUNT: _MAX_COUNT, Kind.TEXT: _MAX_TEXT}.get(self.kind, 1)
+                Kind.MS: _MAX_MS, Kind.COUNT: _MAX_COUNT, Kind.TEXT: _MAX_TEXT,
+                Kind.GIB: _MAX_GIB}.get(self.kind, 1)
 
     def valid(self, value: Any) -> bool:
         """Whether ``value`` is one this knob takes (the type and the bounds)."""
@@ -94,8 +99,10 @@ class Knob:
             return isinstance(value, bool)
         if kind is Kind.TEXT:
             return isinstance(value, str) and len(value) <= self.high
-        if kind is Kind.MS:
+        if kind is Kind.MS or (kind is Kind.GIB and value is not None):
             return type(value) in (int, float) and math.isfinite(value) and self.low < value <= self.high
+        if kind is Kind.GIB:
+            return True
         if value is None and kind is Kind.BYTES:
             return True
         return type(value) is int and self.low <= value <= self.high
@@ -207,6 +214,10 @@ class StrategySpec:
     (``Abilities.framework``) whose users set it; advice leads with the spec serving the
     trace's own framework. ``setup``: knobs that describe the user's run rather than a bucket
     choice (Megatron's distributed optimizer), kept as given in the "<name> default" row.
+    A strategy that plans more than gradient buckets (FSDP's units) makes the whole plan:
+    ``planner(inp, options, cost)``; it plans only the inputs ``applies(inp)`` accepts
+    (``--compare`` leaves it out elsewhere), and ``rows(inp, options, cost)`` gives its own
+    ``--compare`` rows (``[(label, plan)]``: tuned, default) in place of the grid's.
     """
 
     name: str
@@ -219,6 +230,9 @@ class StrategySpec:
     from_run: bool = False
     frameworks: tuple[str, ...] = ()  # the traces' frameworks (Abilities.framework) it serves
     setup: tuple[Knob, ...] = ()
+    planner: Optional[Callable[..., Any]] = None
+    applies: Optional[Callable[[Any], bool]] = None
+    rows: Optional[Callable[..., list]] = None
 
     def __post_init__(self) -> None:
         read = set(self.knobs)

@@ -30,9 +30,14 @@ class Piece(NamedTuple):
 
 
 class BucketTiming(NamedTuple):
-    """One bucket: its gradients, what it sends (``nbytes`` in ``dtype``), when it is ready,
-    starts and ends; ``pieces``: where it is sent as several collectives, each's bytes and
-    times (its start is the first's, its end the last's), ``()`` where it is one."""
+    """One bucket (one collective) of a timeline: its gradients, what it sends (``nbytes`` in
+    ``dtype``), when it is ready, starts and ends; ``pieces``: where it is sent as several
+    collectives, each's bytes and times (its start is the first's, its end the last's), ``()``
+    where it is one. Sharded strategies (FSDP) add where it ran and why: ``phase``
+    (``forward`` / ``backward``), ``unit`` (the module whose parameters it carries),
+    ``elements`` (the unsharded count: an all-gather's output, a reduce-scatter's input),
+    ``channel`` (the collective's queue in the schedule) and ``group`` (the ranks it runs
+    on); ``None`` for a gradient bucket."""
 
     index: int
     members: tuple[int, ...]
@@ -42,6 +47,11 @@ class BucketTiming(NamedTuple):
     start_ms: float
     end_ms: float
     collective: CollectiveKind = CollectiveKind.ALL_REDUCE
+    phase: Optional[str] = None
+    unit: Optional[str] = None
+    elements: Optional[int] = None
+    channel: Optional[str] = None
+    group: Optional[int] = None
     pieces: tuple[Piece, ...] = ()
 
     @property
@@ -99,7 +109,7 @@ def simulate(grads: Sequence[Grad], grouping: Grouping, cost: CostModel, forward
         pieces = tuple(Piece(c.nbytes, x.start_ms, x.end_ms)
                        for c, x in zip(comms[at:at + n], t)) if n > 1 else ()
         timings.append(BucketTiming(k, bucket, message.nbytes, message.dtype, t[0].ready_ms,
-                                    t[0].start_ms, t[-1].end_ms, kind, pieces))
+                                    t[0].start_ms, t[-1].end_ms, kind, pieces=pieces))
         at += n
     return timeline_of(tuple(timings), forward_ms, backward_end_ms, update_ms, times)
 

@@ -156,6 +156,8 @@ def _recorded(trace: Trace) -> dict:
              "end_ms": c.end_ms, "purpose": c.purpose.value, "group_size": c.group_size}
             for c in trace.collectives()
         ]
+    if trace.meta.fsdp is not None:
+        extra["fsdp"] = trace.meta.fsdp.to_json()
     return extra
 
 
@@ -174,4 +176,9 @@ def compare_doc(rows) -> dict:
             row["measured"] = r.plan.measured
             row["vs_as_run_pct"] = 100.0 * (r.plan.timeline.iteration_ms - base) / base if base else None
         out.append(row)
-    return {"compare": out}
+    doc = {"compare": out}
+    advice = [r.plan.fsdp.advice.to_json() for r in rows
+              if r.plan.fsdp is not None and r.plan.fsdp.advice is not None]
+    if advice:  # FSDP's own verdicts (a sharded run's trace)
+        doc["fsdp_advice"] = advice
+    return doc

@@ -54,7 +54,9 @@ def replay_view(report: "ReplayReport", top: Optional[int] = None) -> Group:
                                         "error"], lines)
     for line in lines:
         summary.add_row(*line)
-    tail = Text(("buffers verified: every rank holds the exact sum" if r.verified
+    held = ("every rank holds the exact sum" if report.plan.fsdp is None else
+            "every all-gather, reduce-scatter and all-reduce exact on its group")
+    tail = Text((f"buffers verified: {held}" if r.verified
                  else "BUFFERS DID NOT VERIFY: a reduced buffer differs from the expected sum"),
                 style=None if r.verified else "bold red")
     return Group(head, buckets, iteration, tail)

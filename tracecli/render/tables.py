@@ -237,6 +237,10 @@ def inspect_view(trace: Trace, ready: Readiness, sizes: SizeReport, top: Optiona
                                                          "--op-times FILE)")))
     if trace.collectives():
         parts.append(collectives_table(trace, top))
+    if trace.meta.fsdp is not None:
+        from .fsdp import run_view
+
+        parts.append(run_view(trace.meta.fsdp, top))
     parts.append(statistics_table(sizes, trace.abilities.sizes_hint))
     if sizes.histogram:
         parts.append(histogram_table(sizes))

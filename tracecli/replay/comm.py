@@ -73,6 +73,17 @@ class TorchComm:
     def broadcast(self, tensor, src):
         dist.broadcast(tensor, src=src, group=self.group)
 
+    def subgroups(self, groups: list[list[int]]) -> Optional["TorchComm"]:
+        """A new process group of each list of ranks (every rank calls this with the same
+        lists, in the same order); this rank's comm on the one that holds it."""
+        mine = None
+        for ranks in groups:
+            group = dist.new_group(ranks, backend=self.backend)
+            if self.rank in ranks:
+                mine = TorchComm(ranks.index(self.rank), len(ranks), self.backend, self.device,
+                                 group)
+        return mine
+
     def barrier(self):
         dist.barrier(group=self.group,
                      **({"device_ids": [self.device.index]} if self.backend == "nccl" else {}))

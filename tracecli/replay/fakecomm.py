@@ -59,9 +59,16 @@ class FakeWorld:
         self.delay: Delay = delay if callable(delay) else (lambda rank, what, nbytes: delay)
         self.wrong_sum_rank = wrong_sum_rank
         self.log: list[list[tuple[str, int]]] = [[] for _ in range(world)]
+        self.timeout_s = timeout_s
         self._barrier = threading.Barrier(world, timeout=timeout_s)
         self._slots: list[Any] = [None] * world
         self._busy = [threading.Lock() for _ in range(world)]
+        self._subs: dict[tuple, "FakeWorld"] = {}
+        self._subs_lock = threading.Lock()
+
+    def _spawn(self, world: int, **kw) -> "FakeWorld":
+        """A world of ``world`` ranks like this one (a subclass makes its own kind)."""
+        return FakeWorld(world, **kw)
 
     def comm(self, rank: int) -> "FakeComm":
         return FakeComm(self, rank)
@@ -69,6 +76,19 @@ class FakeWorld:
     def abort(self) -> None:
         """Break the rendezvous: every rank waiting in (or entering) a collective raises."""
         self._barrier.abort()
+        for sub in list(self._subs.values()):
+            sub.abort()
+
+    def sub(self, key: tuple, ranks: list[int]) -> "FakeWorld":
+        """The world of ``ranks`` made by the ``key``-th call (one for every rank's call)."""
+        with self._subs_lock:
+            if key not in self._subs:
+                wrong = self.wrong_sum_rank
+                self._subs[key] = self._spawn(
+                    len(ranks), delay=lambda r, what, n: self.delay(ranks[r], what, n),
+                    wrong_sum_rank=ranks.index(wrong) if wrong in ranks else None,
+                    timeout_s=self.timeout_s)
+            return self._subs[key]
 
     def exchange(self, rank: int, what: str, value: Any, nbytes: int) -> list:
         """Every rank's ``value`` for this collective, in rank order (after the delay)."""
@@ -101,6 +121,21 @@ class FakeComm:
     def __init__(self, world: FakeWorld, rank: int):
         self._world = world
         self.rank, self.world = rank, world.world
+        self._made = 0
+
+    def subgroups(self, groups: list[list[int]]) -> Optional["FakeComm"]:
+        """A world of each list of ranks, as :meth:`.comm.TorchComm.subgroups`."""
+        mine = None
+        for ranks in groups:
+            self._made += 1
+            sub = self._world.sub((self._made, tuple(ranks)), list(ranks))
+            if self.rank in ranks:
+                mine = self._sub_comm(sub, ranks.index(self.rank))
+        return mine
+
+    def _sub_comm(self, world: FakeWorld, rank: int) -> "FakeComm":
+        """This rank's comm on a world of :meth:`subgroups` (a subclass makes its own)."""
+        return FakeComm(world, rank)
 
     def _exchange(self, what: str, value: Any, nbytes: int) -> list:
         """Every rank's ``value`` of this collective, in rank order (a subclass may carry more

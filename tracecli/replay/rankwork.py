@@ -52,7 +52,7 @@ def rank_work(job, comm, device: torch.device, backend: str, ranks: Ranks,
         points = _calibrate(job.sweep, comm, device, make, ranks, progress)
         return _gather(points, comm, lambda parts: SweepRun(
             tuple(parts[0]), _device_name(device), backend, world))
-    return _replay(job, comm, device, backend, make, ranks, progress)
+    return _replay(job, comm, device, backend, make, ranks, progress, beat)
 
 
 def _device_name(device: torch.device) -> str:
@@ -128,9 +128,9 @@ def _calibrate_in_place(job: ReplayJob, comm, device, backend: str, make, ranks:
     points: dict[int, ProfilePoint] = {}
     plan = job.plan(cost)
     for _ in range(2):
-        buffers = [BucketBuffer(b.nbytes, b.dtype, b.collective, world, device) for b in plan.buckets]
-        wanted = [k for k, b in enumerate(buffers)
-                  if b.collective is MEASURED_KIND and b.nbytes not in points]
+        buffers = [BucketBuffer(b.nbytes, b.dtype, b.collective, world, device)
+                   for b in plan.buckets if b.collective is MEASURED_KIND]
+        wanted = [k for k, b in enumerate(buffers) if b.nbytes not in points]
         if not wanted and points:
             break
         chosen = {buffers[k].nbytes: buffers[k] for k in wanted}  # one buffer a size
@@ -153,7 +153,7 @@ def _calibrate_in_place(job: ReplayJob, comm, device, backend: str, make, ranks:
 
 
 def _replay(job: ReplayJob, comm, device, backend: str, make, ranks: Ranks,
-            progress: Progress) -> Optional[ReplayRun]:
+            progress: Progress, beat: Beat = None) -> Optional[ReplayRun]:
     rank, world = comm.rank, comm.world
     calibration = None
     if job.cost is None:
@@ -163,10 +163,16 @@ def _replay(job: ReplayJob, comm, device, backend: str, make, ranks: Ranks,
         cost = job.cost
         plan = job.plan(cost)
     timeline = plan.timeline
-    launch_ms = issue_times([b.ready_ms for b in timeline.buckets])
-    schedule = Schedule(launch_ms, job.inp.backward_end_ms, job.inp.update_ms)
-    buffers = [BucketBuffer(b.nbytes, b.dtype, b.collective, world, device) for b in timeline.buckets]
-    step = make(buffers)
+    if plan.fsdp is not None:  # FSDP: compute waits for its all-gathers; three channels
+        from .fsdp import fsdp_step
+
+        step, schedule, buffers = fsdp_step(plan, comm, device, backend, beat)
+    else:
+        launch_ms = issue_times([b.ready_ms for b in timeline.buckets])
+        schedule = Schedule(launch_ms, job.inp.backward_end_ms, job.inp.update_ms)
+        buffers = [BucketBuffer(b.nbytes, b.dtype, b.collective, world, device)
+                   for b in timeline.buckets]
+        step = make(buffers)
     iterations: list[StepTimes] = []
     verified = True
     total = job.warmup + job.iters

@@ -13,6 +13,7 @@ import os
 from typing import Optional
 
 from ..errors import ReplayUnavailableError
+from ..planning.fsdp.replay import SYSTEMS, replay_bytes as fsdp_bytes
 from ..units import format_size
 from .jobs import ReplayJob, Sweep
 
@@ -59,6 +60,9 @@ def replay_bytes(job: ReplayJob, world: int) -> int:
     sweep size at once (sizes are measured interleaved; the plan-sized buffers measured with
     them are at most the buckets again, and the replay's buckets reuse what they free)."""
     inp = job.inp
+    if inp.fsdp is not None and job.strategy in SYSTEMS:
+        return fsdp_bytes(inp, job.options, world) + (
+            sum(job.sweep.sizes()) if job.cost is None else 0)
     buffers = sum(g.nbytes for g in inp.grads)
     if not getattr(job.options, "sparse_as_dense", False):
         buffers += world * sum(g.nbytes for g in inp.grads if g.sparse)

@@ -16,6 +16,7 @@ import datetime
 import os
 import socket
 import threading
+import warnings
 from typing import Optional
 
 import torch
@@ -136,6 +137,10 @@ def run_rank(rank: int, world: int, local_rank: int, backend: str, job, ranks: R
     Under NCCL the device is set first (``init_process_group(device_id=...)`` then makes
     the communicator at once, distributed_c10d.py:1741-1748, and binds the group to it),
     and its free memory checked before the group is joined."""
+    # torch 2.13 warns on every all-gather and reduce-scatter that their *_tensor names are
+    # deprecated for *_single (distributed_c10d.py:4400, :4949): the same collectives
+    warnings.filterwarnings("ignore", message=r".*is deprecated\. Please use "
+                            r"`torch\.distributed\.\w+_single`", category=FutureWarning)
     device = rank_device(backend, local_rank)
     if backend == "nccl":
         torch.cuda.set_device(device)

@@ -11,6 +11,8 @@ Grouping``. Strategies that name a real system reproduce its grouping exactly:
 - ``tf-spec``: tf_cnn_benchmarks' ``--all_reduce_spec`` parts and ``pack_small_tensors``.
 - ``megatron``: Megatron-Core DDP's buffers and buckets (distributed optimizer: padded,
   reduce-scattered).
+- ``fsdp2``, ``fsdp1``: PyTorch FSDP's units, all-gathers and reduce-scatters (an FSDP run's
+  trace; :mod:`..fsdp`).
 - ``optimal``: the exact best contiguous partition (see :mod:`..optimal`).
 - ``observed``: the buckets a profiled run used, measured (taken from the run, not planned).
 
@@ -27,6 +29,7 @@ from ..spec import Options, StrategySpec, knob_table
 from . import ddp as _ddp, horovod as _horovod, observed as _observed, simple as _simple
 from . import tf_spec as _tf_spec
 from . import deepspeed as _deepspeed, megatron as _megatron
+from . import fsdp as _fsdp
 from .ddp import ddp, ddp_buckets, ddp_limits
 from .horovod import horovod, horovod_fuse
 from .simple import per_tensor, single, size_greedy
@@ -49,6 +52,8 @@ STRATEGIES: dict[str, StrategySpec] = {spec.name: spec for spec in (
     _tf_spec.SPEC,
     _megatron.SPEC,
     _deepspeed.SPEC,
+    _fsdp.FSDP2,
+    _fsdp.FSDP1,
     _optimal,
     _observed.OBSERVED,
 )}

@@ -174,14 +174,17 @@ def zero_flushes(numels: Sequence[int], dtypes: Sequence[str], order: Sequence[i
             sends, kind = (elements,), CollectiveKind.ALL_REDUCE
         out.append(ZeroFlush(tuple(members), dtype, sends, kind, by))
 
+    held: dict[str, int] = {}  # each bucket's elements (summed as it fills: linear time)
     for i in order:
         n = numels[i]
         if n == 0 and stage < 3:  # stage 1-2 skip empty parameters; stage 3 buckets them
             continue
-        held = sum(numels[k] for k in buckets.get(dtypes[i], []))
-        if held + n > size and (stage < 3 or held > 0):
-            flush(dtypes[i], i)
-        buckets.setdefault(dtypes[i], []).append(i)
+        dtype = dtypes[i]
+        if held.get(dtype, 0) + n > size and (stage < 3 or held.get(dtype, 0) > 0):
+            flush(dtype, i)
+            held[dtype] = 0
+        buckets.setdefault(dtype, []).append(i)
+        held[dtype] = held.get(dtype, 0) + n
     for dtype in sorted(buckets, key=lambda d: f"torch.{d}"):  # sort_dtypes: by str(dtype)
         flush(dtype, None)
     return out

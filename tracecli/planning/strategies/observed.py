@@ -22,7 +22,10 @@ def _taken_from_the_run(grads: Sequence[Grad], opts, cost=None) -> Grouping:
 
 
 def as_run_settings(plan) -> dict[str, Any]:
-    """DDP's per-bucket caps when every bucket is matched to its gradients."""
+    """DDP's per-bucket caps when every bucket is matched to its gradients; an FSDP run's
+    own units and settings."""
+    if plan.fsdp is not None:
+        return {"framework": None, "text": f"the run's own {plan.fsdp.system} units and settings"}
     if not all(b.members for b in plan.timeline.buckets):
         return {"framework": None, "text": "the run's own buckets"}
     return per_bucket_caps(plan)

@@ -13,8 +13,10 @@ Only deterministic commands are run: replay and calibrate measure, so they appea
 ``replay --dry-run`` (which checks and predicts without starting ranks).
 
 Deliberate changes are listed in INTENDED: each rewrites the base revision's output the way
-the change meant to, so what remains must still be identical; NORMALIZED and EXPECTED
-take the changes a rewrite cannot make (below).
+the change meant to, so what remains must still be identical; those too wide for a rewrite
+are in ALLOWED, which names the lines they may change, everything else still compared; new
+measurements and additions are in NORMALIZED, which masks them the same way on both sides;
+EXPECTED lists the commands whose output differs on purpose beyond these, with the reason.
 """
 
 from __future__ import annotations
@@ -145,6 +147,87 @@ INTENDED.append((
     "every knob of the table: FSDP's new knobs among them, at their defaults",
     lambda cmd: cmd == ["status", "--json"], _session_options))
 
+
+# Deliberate changes too wide for a rewrite of the base output alone (names, rows that move,
+# numbers the change recomputes): each says which lines it may change, and takes those from
+# the new output only where every other line, spacing aside, is identical (else the diff shows).
+# (what changed and why, which commands, which lines: pred(line, cmd) on either side)
+
+def _marked(lines: list[str], pred) -> set[int]:
+    """Lines ``pred`` names, and the more indented lines right under each (their block)."""
+    marked, indent = set(), None
+    for i, line in enumerate(lines):
+        depth = len(line) - len(line.lstrip())
+        if pred(line):
+            marked.add(i)
+            indent = depth
+        elif indent is not None and line.strip() and depth > indent:
+            marked.add(i)
+        else:
+            indent = None
+    return marked
+
+
+def _spacing(line: str) -> str:
+    return re.sub("─+", "─", re.sub(r"\s+", " ", line)).strip()
+
+
+def _rest(text: bytes, pred) -> list[str]:
+    lines = text.decode(errors="replace").splitlines()
+    gone = _marked(lines, pred)
+    return [_spacing(line) for i, line in enumerate(lines) if i not in gone and _spacing(line)]
+
+
+def allowed(cmd: list[str], before: tuple, after: tuple) -> tuple:
+    """``before`` with the lines each applicable entry of ALLOWED names taken from ``after``,
+    where nothing else differs."""
+    code, out, err, files = before
+    for _, applies, pred in ALLOWED:
+        if not applies(cmd):
+            continue
+        test = lambda line, p=pred: p(line, cmd)  # noqa: E731
+        if out != after[1] and _rest(out, test) == _rest(after[1], test):
+            out = after[1]
+        files = {n: after[3][n] if n in after[3] and data != after[3][n]
+                 and _rest(data, test) == _rest(after[3][n], test) else data for n, data in files.items()}
+    return code, out, err, files
+
+
+def _sidecar_names(cmd: list[str]) -> tuple[str, ...]:
+    """The parameter names of the sidecar beside the command's trace (none: no sidecar)."""
+    import json
+
+    path = Path(cmd[1])
+    side = Path(str(path).removesuffix(".json.gz") + ".sizes.json")
+    return tuple(p["name"] for p in json.loads(side.read_text())) if side.is_file() else ()
+
+
+def _names_line(line: str, cmd: list[str]) -> bool:
+    """A line that names gradients: positional (``grad4[1024]``) or the sidecar's names, the
+    layers rows they make, the note on how they were named."""
+    if re.search(r"grad\d+\[", line) or "names from " in line:
+        return True
+    names = _sidecar_names(cmd)
+    return any(f'"{n}"' in line or f" {n} " in f" {line} " for n in names)
+
+
+ALLOWED = [
+    ("issue 29 item 2: a profiler trace's gradients whose shapes repeat are named by the sidecar, "
+     "by order (they kept positional names): gradient rows, the layers they make, the note on "
+     "naming, and table widths",
+     lambda cmd: cmd[1].startswith(str(K)) and bool(_sidecar_names(cmd)), _names_line),
+    ("issue 29 item 5: a DeepSpeed flush of a parameter past reduce_bucket_size is sent as "
+     "pieces, each costed as its own collective (it was costed as one): the deepspeed rows' "
+     "communication time and overlap, and where another setting wins now, its row and advice",
+     lambda cmd: "--compare" in cmd, lambda line, cmd: "deepspeed" in line.lower()),
+    ("issue 29 item 3: parameters of two dtypes without a bf16 or fp16 config are sent as one "
+     "float32 stream by DeepSpeed (ZeRO-1/2 flatten them; it planned a stream per dtype): the "
+     "deepspeed rows, and the best plan, tied with single's at the same time and bucket count, "
+     "is now deepspeed's (the label breaks the tie), with its note",
+     lambda cmd: "mixed_bf16" in cmd[1] and "--compare" in cmd,
+     lambda line, cmd: "deepspeed" in line.lower() or line.startswith(("Plan ", "note: parameters of"))
+     or '"strategy": "deepspeed"' in line),
+]
 
 
 _ADVICE_START = (b"To get this plan", b"What to set", b"No framework setting reproduces",
@@ -411,7 +494,7 @@ def main() -> int:
         shutil.rmtree(tmp, ignore_errors=True)
     differ = normal = expected = 0
     for cmd, b, a in zip(commands(), before, after):
-        b = intended(cmd, b)
+        b = allowed(cmd, intended(cmd, b), a)
         if a == b:
             continue
         b, a = normalized(cmd, b), normalized(cmd, a)

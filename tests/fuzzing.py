@@ -43,6 +43,7 @@ def seeds() -> dict[str, dict[str, bytes]]:
         "tf-schedule": {"trace.txt": (FIXTURES / "small_tf.txt").read_bytes(),
                         "trace.sizes.json": (FIXTURES / "small_tf.sizes.json").read_bytes()},
         "kineto": {"trace.json": (FIXTURES / "kineto_step.json").read_bytes()},
+        "params": {"params.json": (FIXTURES / "megatron" / "distopt.sizes.json").read_bytes()},
         "plan": {"plan.json": None},  # made from the chainer seed at run time
         "op-times": {"times.json": json.dumps({"op1": 0.5, "/l1": 2.0, "forward_ms": 3}).encode()},
         "nccl-tests": {"perf.txt": (NCCL / "cscs_gh200_2x1_all_reduce_perf.txt").read_bytes()},
@@ -158,6 +159,11 @@ def commands(kind: str, files: dict[str, Path]) -> list[list[str]]:
     chainer = str(FIXTURES / "mlp_chainer.txt")
     if kind in ("chainer", "kineto"):
         return [["inspect", first, "--json"], ["plan-buckets", first, "--json", "--strategy", "optimal"]]
+    if kind == "params":  # a parameter list, no trace: a model of the step
+        return [["inspect", first, "--json"],
+                ["plan-buckets", first, "--json", "--strategy", "megatron", "--gpus", "8",
+                 "--megatron-distributed-optimizer", "--megatron-overlap-grad-reduce"],
+                ["plan-buckets", first, "--json", "--strategy", "deepspeed", "--backward-ms", "10"]]
     if kind == "tf-schedule":
         return [["inspect", first, "--json", "--backward-ms", "10"],
                 ["plan-buckets", first, "--json", "--backward-ms", "10", "--strategy", "horovod"]]

@@ -285,14 +285,18 @@ def test_library_example_runs(monkeypatch, capsys):
 
 
 def test_sidecar_one_liners_are_the_generators():
-    """The one-liners docs/inputs.md gives are, verbatim, what wrote the fixtures' sidecars."""
+    """The one-liners docs/inputs.md gives are, verbatim, what wrote the fixtures' sidecars
+    (DeepSpeed's generator keeps the list it writes: its comprehension is compared)."""
     liners = [b for b in python_blocks(DOCS / "inputs.md") if b.startswith("json.dump(")]
-    assert len(liners) == 2
+    assert len(liners) == 3
     generators = [(ROOT / "tests/fixtures/kineto/generate.py").read_text(),
-                  (ROOT / "tests/fixtures/megatron/generate_megatron.py").read_text()]
-    for liner, source in zip(liners, generators):
+                  (ROOT / "tests/fixtures/megatron/generate_megatron.py").read_text(),
+                  (ROOT / "tests/fixtures/deepspeed/generate_deepspeed_truth.py").read_text()]
+    for liner, source in zip(liners[:2], generators):
         written = liner.replace('open("trace.sizes.json", "w")', "open(path, \"w\")")
         assert written in source
+    listed = liners[2].removeprefix("json.dump(").removesuffix(', open("trace.sizes.json", "w"))')
+    assert listed.startswith("[{") and f"return {listed}\n" in generators[2]
 
 
 # -- JSON schemas ----------------------------------------------------------------------------
@@ -424,7 +428,21 @@ def plan_documents() -> list[dict]:
                     "observed", "--json"),
             # notes: a sparse gradient all-gathered on its own (observed now matches the
             # unused fixture's buckets by DDP's own rule, issue 24, and says nothing)
-            printed("plan-buckets", SPARSE, "--backward-ms", "50", "--strategy", "horovod", "--json")]
+            printed("plan-buckets", SPARSE, "--backward-ms", "50", "--strategy", "horovod", "--json"),
+            *framework_plan_documents()]
+
+
+def framework_plan_documents() -> list[dict]:
+    """Plans whose gradients carry marks (Megatron's expert and shared embedding, DeepSpeed's
+    communication dtype) and a DeepSpeed flush sent as pieces."""
+    ds, mc = F + "deepspeed/", F + "megatron/"
+    return [printed("plan-buckets", mc + "mc_moe.json.gz", "--strategy", "megatron", "--json"),
+            printed("plan-buckets", mc + "distopt.json.gz", "--strategy", "megatron",
+                    "--megatron-distributed-optimizer", "--json"),
+            printed("plan-buckets", ds + "ds_autocast_z2.json.gz", "--strategy", "deepspeed",
+                    "--deepspeed-autocast", "bfloat16", "--json"),
+            printed("plan-buckets", ds + "ds_split_z2.json.gz", "--strategy", "deepspeed",
+                    "--gpus", "2", "--deepspeed-reduce-bucket-size", "3000", "--json")]
 
 
 # json.md section -> (what prints it, keys whose values it does not spell out, keys it
@@ -457,7 +475,8 @@ SCHEMAS = {
         set(), {"count", "reason"}, ()),  # unmatched entries: every fixture's collectives match
     "diff --json": (diff_documents, set(), set(), ()),
     "status --json": (status_documents, {"options"}, set(), ()),
-    "export --to json": (lambda: [printed("export", t, "--to", "json", "-o", "-") for t in (VGG, TF, A100)],
+    "export --to json": (lambda: [printed("export", t, "--to", "json", "-o", "-")
+                                  for t in (VGG, TF, A100, F + "deepspeed/ds_autocast_z2.json.gz")],
                          {"attrs"}, set(), ()),
 }
 

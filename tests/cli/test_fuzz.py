@@ -19,7 +19,7 @@ PER_FORMAT = 2000
 
 @pytest.mark.parametrize("kinds,per_format", [
     (["chainer", "tf-schedule", "kineto"], PER_FORMAT),
-    (["plan", "op-times", "calibration"], PER_FORMAT),
+    (["plan", "op-times", "calibration", "params"], PER_FORMAT),
     (["nccl-tests", "nccl-log", "run"], PER_FORMAT // 4),
 ], ids=["traces", "json-files", "cluster-and-run"])
 def test_mutants_keep_the_contract(kinds, per_format):
@@ -34,4 +34,4 @@ def test_mutants_keep_the_contract(kinds, per_format):
 
 
 def test_every_format_has_seeds():
-    assert {"chainer", "tf-schedule", "kineto", "nccl-tests", "nccl-log", "run"} <= set(seeds())
+    assert {"chainer", "tf-schedule", "kineto", "params", "nccl-tests", "nccl-log", "run"} <= set(seeds())

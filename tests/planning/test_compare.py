@@ -37,8 +37,11 @@ def test_rows_best_first_with_every_strategy_and_each_framework_tuned():
     assert applies == set(predicted()) - {"fsdp2", "fsdp1"}
     assert set(labels) == applies | set(TUNED)
     assert rows == sorted(rows, key=order_key)
+    # deepspeed tuned: 33.2545 ms (three buckets); a smaller reduce_bucket_size splits the 30 MiB
+    # gradient's flush into pieces, each costed as its own all-reduce (issue 29), no longer
+    # 32.6045 ms as if it were one
     assert [round(r.plan.timeline.iteration_ms, 4) for r in rows] == [
-        31.2545, 31.2545, 31.2545, 31.6045, 31.6045, 32.3045, 32.3045, 32.4045, 32.6045, 32.9045,
+        31.2545, 31.2545, 31.2545, 31.6045, 31.6045, 32.3045, 32.3045, 32.4045, 32.9045, 33.2545,
         33.3045, 35.5545, 35.5545, 35.5545]
     plans = by_label(rows)
     # Megatron out of the box: one bucket per buffer after backward, as "single"

@@ -213,3 +213,113 @@ def test_stage3_reduce_scatter_size_is_deepspeeds(world, monkeypatch):
 
 def test_deepspeed_is_the_version_read():
     assert deepspeed.__version__.startswith("0.19."), deepspeed.__version__
+
+
+# -- what a flush sends, decided by DeepSpeed's own code -----------------------------------------
+
+def deepspeed_stage3_sends(numels, size, reduce_scatter):
+    """Which collective the real ``__reduce_and_partition_ipg_grads`` runs for a bucket of
+    ``numels`` (contiguous gradients, DeepSpeed's default): its two senders are recorders,
+    nothing else is replaced."""
+    import collections
+
+    opt = DeepSpeedZeroOptimizer_Stage3.__new__(DeepSpeedZeroOptimizer_Stage3)
+
+    class Bucket:
+        pass
+
+    bucket = Bucket()
+    bucket.params, bucket.elements, bucket.process_group = [], sum(numels), None
+    bucket.buffer = torch.zeros(max(sum(numels), 1))
+    for k, n in enumerate(numels):
+        p = torch.nn.Parameter(torch.zeros(n))
+        p.grad, p.ds_numel, p.ds_id = torch.ones(n), n, k
+        bucket.params.append(p)
+    opt.ipg_buckets = {torch.float32: bucket}
+    opt.param_reduce_events, opt.max_param_reduce_events = collections.deque(), 2
+    opt.reduce_and_partition_stream, opt.enable_sanity_checks, opt.zenflow = None, False, False
+    opt.contiguous_gradients, opt.reduce_bucket_size, opt.reduce_scatter = True, size, reduce_scatter
+    opt.is_zenflow_select_boundary = lambda: False
+    opt._assert_same_partition_group = lambda params: None
+    opt.partition_grads = lambda params, grads: None
+    took = []
+    opt._DeepSpeedZeroOptimizer_Stage3__avg_scatter_contiguous_grads = \
+        lambda buffer, dtype: took.append(CollectiveKind.ALL_REDUCE) or []
+    opt._DeepSpeedZeroOptimizer_Stage3__avg_scatter_grads = \
+        lambda params, dtype: took.append(CollectiveKind.REDUCE_SCATTER) or []
+    DeepSpeedZeroOptimizer_Stage3._DeepSpeedZeroOptimizer_Stage3__reduce_and_partition_ipg_grads(
+        opt, torch.float32)
+    return took
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 300), min_size=1, max_size=12), st.integers(1, 400), st.booleans(),
+       st.integers(1, 16))
+def test_stage3_sends_what_deepspeed_sends_with_and_without_reduce_scatter(numels, size, rs, dp):
+    """A ZeRO-3 bucket past ``reduce_bucket_size`` (a parameter larger than it) is
+    reduce-scattered even with ``reduce_scatter=false``: tracecli's flushes send what the
+    real method picks."""
+    flushes = zero_flushes(numels, ["float32"] * len(numels), list(range(len(numels))), 3, size, dp, rs)
+    for f in flushes:
+        assert [f.collective] == deepspeed_stage3_sends([numels[i] for i in f.members], size, rs)
+
+
+@pytest.mark.parametrize("config,autocast_dtype", [
+    ({}, None), ({"bf16": {"enabled": True}}, None), ({"fp16": {"enabled": True}}, None),
+    ({"communication_data_type": "fp32", "bf16": {"enabled": True}}, None),
+    ({"communication_data_type": "bf16"}, None), ({"communication_data_type": "fp16"}, None),
+    ({"torch_autocast": {"enabled": True, "dtype": "bfloat16"}}, torch.bfloat16),
+    ({"torch_autocast": {"enabled": True, "dtype": "float16"}, "communication_data_type": "fp32"},
+     torch.float16)])
+def test_communication_dtypes_are_deepspeeds(config, autocast_dtype, monkeypatch, tmp_path):
+    """Each parameter's communication dtype from DeepSpeed's own code (the engine's
+    ``communication_data_type`` property on the config, ``init_autocast_params`` marking
+    the model, ``get_param_comm_dtype``), against tracecli's from the same config's knobs and
+    the sidecar DeepSpeed's one-liner writes (its ``comm_dtype`` marks)."""
+    import json
+    from deepspeed.runtime import torch_autocast
+    from deepspeed.runtime.base_optimizer import ZeROOptimizer
+    from deepspeed.runtime.config import get_communication_data_type
+    from deepspeed.runtime.engine import DeepSpeedEngine
+    from framework_answers import OP_LIST
+    from tracecli.parsers import load
+    from tracecli.pipeline import CostRequest, plan_trace
+
+    monkeypatch.setattr(torch_autocast, "TORCH_AUTOCAST_INITIALIZED", False)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Embedding(11, 6), torch.nn.LayerNorm(6), torch.nn.Linear(6, 7),
+                                torch.nn.Conv1d(7, 5, 3), torch.nn.Linear(5, 4))
+    precision = ("bf16" if config.get("bf16", {}).get("enabled") else
+                 "fp16" if config.get("fp16", {}).get("enabled") else None)
+    if precision:  # the bf16 / fp16 configs cast the model
+        model = model.to(torch.bfloat16 if precision == "bf16" else torch.float16)
+
+    class Config:
+        communication_data_type = get_communication_data_type(config)
+
+    class Engine:
+        _config, module = Config(), model
+        fp16_enabled = staticmethod(lambda: precision == "fp16")
+        bfloat16_enabled = staticmethod(lambda: precision == "bf16")
+        zero_quantized_weights = staticmethod(lambda: False)
+
+    engine = Engine()
+    if autocast_dtype is not None:
+        torch_autocast.init_autocast_params(engine, autocast_dtype, None)
+    optimizer = ZeROOptimizer.__new__(ZeROOptimizer)
+    optimizer.communication_data_type = DeepSpeedEngine.communication_data_type.fget(engine)
+    theirs = {n: str(optimizer.get_param_comm_dtype(p)).removeprefix("torch.")
+              for n, p in model.named_parameters()}
+    path = tmp_path / "params.json"  # docs/inputs.md's one-liner, after deepspeed.initialize
+    json.dump([{"name": n, "shape": list(getattr(p, "ds_shape", p.shape)),
+                "dtype": str(p.dtype).removeprefix("torch."),
+                **({"comm_dtype": str(c).removeprefix("torch.")}
+                   if (c := optimizer.get_param_comm_dtype(p)) != p.dtype else {})}
+               for n, p in model.named_parameters()], open(path, "w"))
+    opts = dict(deepspeed_stage=2, deepspeed_reduce_bucket_size=1,
+                deepspeed_communication_data_type=config.get("communication_data_type", ""),
+                deepspeed_precision=precision or "auto",
+                deepspeed_autocast=str(autocast_dtype).removeprefix("torch.") if autocast_dtype else "")
+    plan = plan_trace(load(path), "deepspeed", opts, OP_LIST, CostRequest(gpus=2)).plan
+    ours = {n: b.dtype for b in plan.buckets for n in plan.tensor_names(b.index)}
+    assert ours == theirs

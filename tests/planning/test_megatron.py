@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from tracecli.costs import resolve_cost_model
-from tracecli.model import CollectiveKind
+from tracecli.model import CollectiveKind, ParamMeta
 from tracecli.planning import Grad, PlanInput, compare, make_plan
 from tracecli.planning.strategies.megatron import (
     MegatronOptions,
@@ -23,7 +23,8 @@ def grad_list(specs, ready=None):
     by default the reverse of the parameter order, as in a backward pass."""
     n = len(specs)
     ready = ready or [float(n - i) for i in range(n)]
-    grads = [Grad(name, numel * BYTES[dtype], dtype, numel, ready[i], i, False, expert, shared)
+    grads = [Grad(name, numel * BYTES[dtype], dtype, numel, ready[i], i, False,
+                  ParamMeta(expert=expert, shared_embedding=shared))
              for i, (name, numel, dtype, expert, shared) in enumerate(specs)]
     return sorted(grads, key=lambda g: (g.ready_ms, -g.order))
 
@@ -145,8 +146,9 @@ def test_a_saved_plan_keeps_what_each_bucket_sends(tmp_path):
     assert result.exit_code == 0, result.output
     saved = load_plan_file(out)
     assert saved.fixed.collectives == (CollectiveKind.REDUCE_SCATTER,) * 4
-    assert saved.fixed.messages == ((320000, "float32"), (114176, "float32"), (18944, "float32"),
-                                    (192000, "float32"))
+    assert [m[:2] for m in saved.fixed.messages] == [(320000, "float32"), (114176, "float32"),
+                                                     (18944, "float32"), (192000, "float32")]
+    assert not any(m.pieces for m in saved.fixed.messages)
     doc = json.loads(out.read_text())
     doc["buckets"][1]["dtype"] = "int7"
     out.write_text(json.dumps(doc))
@@ -154,7 +156,7 @@ def test_a_saved_plan_keeps_what_each_bucket_sends(tmp_path):
                  "bucket 1: dtype must be one of float32")
     doc["buckets"][1]["bytes"] = 1000  # less than its gradients hold: they are what it sends
     out.write_text(json.dumps(doc))
-    assert load_plan_file(out).fixed.messages[1] == (113600, "float32")
+    assert load_plan_file(out).fixed.messages[1] == (113600, "float32", ())
 
 
 def test_the_default_row_keeps_the_users_setup():

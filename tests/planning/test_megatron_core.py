@@ -151,3 +151,41 @@ def test_generated_parameter_lists_match_megatron(params, dp, expert_dp, overlap
     specs = [(f"p{i}", n, d, e, s == 0) for i, (n, d, e, s) in enumerate(params)]
     args = (specs, dp, expert_dp, overlap, bucket_size, distopt, fp32, busbw)
     assert ours(*args) == theirs(*args)
+
+
+# -- the marks reach Megatron's buckets through tracecli's parsers ------------------------------
+
+TRUTH = FIXTURES / "megatron" / "truth"
+
+
+@pytest.mark.parametrize("model", ["gpt_stage0", "gpt_stage0_small", "moe", "mixed", "huge", "tiny"])
+@pytest.mark.parametrize("reader", ["op-list", "parameter-list"])
+@pytest.mark.parametrize("dp,expert_dp,distopt,bucket_size", [
+    (8, 4, True, 4_000_000), (64, 64, True, None), (2, 1, False, 200_000)])
+def test_the_marks_reach_megatrons_buckets_through_tracecli(model, reader, dp, expert_dp, distopt,
+                                                          bucket_size):
+    """Each sidecar read as tracecli reads it (an op list's sizes, or the parameter list
+    itself): the Grads planning gets carry Megatron's marks, and Megatron-Core's own DDP
+    built from those Grads (names, sizes, dtypes, ``allreduce = False``,
+    ``shared_embedding``) lays out the buckets tracecli does."""
+    from framework_answers import OP_LIST
+    from tracecli.parsers import LoadOptions, load
+    from tracecli.pipeline import inputs
+
+    sizes = TRUTH / f"{model}.sizes.json"
+    trace = (load(TRUTH / f"{model}.ops.txt", LoadOptions(sizes=str(sizes))) if reader == "op-list"
+             else load(sizes))
+    grads = inputs(trace, OP_LIST)[2].grads
+    marks = json.loads(sizes.read_text())
+    by_name = {g.name: g for g in grads}
+    assert [(by_name[p["name"]].meta.expert, by_name[p["name"]].meta.shared_embedding) for p in marks] == \
+        [(p.get("expert", False), p.get("shared_embedding", False)) for p in marks]
+    registered = sorted(grads, key=lambda g: g.order)  # named_parameters() order
+    specs = [(f"p{g.order}", g.elements, g.dtype, g.meta.expert, g.meta.shared_embedding)
+             for g in registered]
+    args = (dp, expert_dp, True, bucket_size, distopt, False, False)
+    opts = MegatronOptions(megatron_overlap_grad_reduce=True, megatron_bucket_size=bucket_size or 0,
+                           megatron_distributed_optimizer=distopt, megatron_expert_dp=expert_dp)
+    mine = [([f"p{grads[i].order}" for i in b.members], grads[b.members[0]].dtype, b.numel,
+             b.numel_unpadded) for b in megatron_buckets(grads, opts, dp)]
+    assert mine == theirs(specs, *args)

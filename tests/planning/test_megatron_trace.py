@@ -81,10 +81,10 @@ def test_the_sidecar_carries_the_shared_embedding():
     assert answers("distopt")["shared_embedding"] == ["word_embeddings.weight"]
     trace = load_trace(MEGATRON / "distopt.json.gz")
     planned = plan_trace(trace, "megatron", options("distopt"), ComputeRequest(), CostRequest(gpus=2))
-    shared = [g.name for g in planned.plan.inp.grads if g.shared_embedding]
+    shared = [g.name for g in planned.plan.inp.grads if g.meta.shared_embedding]
     assert shared == ["word_embeddings.weight"]
     # without the mark, Megatron's rule would have kept it with hidden.0's parameters
-    unmarked = [g._replace(shared_embedding=False) for g in planned.plan.inp.grads]
+    unmarked = [g._replace(meta=g.meta._replace(shared_embedding=False)) for g in planned.plan.inp.grads]
     assert len(megatron_buckets(unmarked, MegatronOptions(**options("distopt")), 2)) == len(recorded("distopt")) - 1
 
 

@@ -40,6 +40,7 @@ def test_the_knob_table_is_the_cli_s_and_each_spec_owns_its_options_record():
                      "megatron_pad_buckets_for_high_nccl_busbw", "megatron_expert_dp",
                      "deepspeed_stage", "deepspeed_reduce_bucket_size", "deepspeed_overlap_comm",
                      "deepspeed_no_reduce_scatter", "deepspeed_communication_data_type",
+                     "deepspeed_precision", "deepspeed_autocast",
                      "fsdp_wrap", "fsdp_reshard_after_forward", "fsdp_prefetch",
                      "fsdp_param_dtype", "fsdp_reduce_dtype", "fsdp_mesh", "memory_gib",
                      "fsdp1_backward_prefetch", "fsdp1_forward_prefetch",

@@ -177,11 +177,34 @@ def _estimate(trace: Trace, order: list[str], dev: Device, backward_ms: Optional
             source += ", FSDP's own time (its hooks and collectives) left out"
         return _Estimate(est, fwd, _measured_forward(trace, fwd),
                          step.update_ms if step is not None else None, tail, source)
+    if how is ComputeSource.PARAMETERS:
+        return _parameter_estimate(trace, order, dev, backward_ms)
     if backward_ms is None and op_times is None:
         raise PlanError("an op list carries no timings; pass --backward-ms MS (your measured "
                         "backward time) or --op-times FILE", path=trace.path)
     return _Estimate({op_id: 1.0 for op_id in order}, None, (), None, 0.0,
                      "backward ops share the backward time evenly (op list without timings)")
+
+
+def _parameter_estimate(trace: Trace, order: list[str], dev: Device,
+                        backward_ms: Optional[float]) -> _Estimate:
+    """A parameter list (no trace): each backward op, one a parameter, reads the parameter
+    and writes its gradient, timed at the device's memory bandwidth (a roofline of the
+    parameter counts alone, activations unknown: a lower bound of backward); with
+    ``--backward-ms``, that time shared in the same proportions."""
+    est = {}
+    for op_id in order:
+        op = trace.op(op_id)
+        tensors = [trace.tensor(t) for t in op.outputs]
+        nbytes = sum(t.nbytes or 0 for t in tensors)
+        est[op_id] = dev.op_ms(0.0, 2.0 * nbytes, tensors[0].dtype if tensors else "float32")
+    if backward_ms is None:
+        how = (f"each parameter's backward reads it and writes its gradient at {dev.name} memory "
+               f"bandwidth ({dev.source}): a roofline of the parameter counts alone, activations "
+               "unknown, so a lower bound of backward; pass --backward-ms for a measured one")
+    else:
+        how = "--backward-ms shared by the parameters in proportion to their bytes"
+    return _Estimate(est, None, (), None, 0.0, f"a model without a profile: {how}")
 
 
 def _with_op_times(trace: Trace, order: list[str], times: dict[str, float],

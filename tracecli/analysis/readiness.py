@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from typing import NamedTuple, Optional
 
 from .._gc import gc_paused
-from ..model import BACKWARD_KINDS, EdgeKind, Op, OpKind, ReadinessMethod, Trace, check_fields
+from ..model import (BACKWARD_KINDS, NO_META, EdgeKind, Op, OpKind, ParamMeta, ReadinessMethod,
+                     Trace, check_fields)
 
 __all__ = ["GradientReady", "LayerReady", "Readiness", "readiness", "backward_schedule"]
 
@@ -55,8 +56,7 @@ class GradientReady(NamedTuple):
     op: Optional[str]
     op_name: Optional[str]
     sparse: bool = False
-    expert: bool = False  # Megatron-Core's flags, from the sizes sidecar
-    shared_embedding: bool = False
+    meta: ParamMeta = NO_META  # the parameter's marks (its tensor's record, by reference)
 
 
 class LayerReady(NamedTuple):
@@ -72,7 +72,7 @@ class LayerReady(NamedTuple):
 # with keywords each costs ~1 us more (60 ms, an eighth of readiness, on a 66,000-gradient
 # list). Their values follow these fields, checked at import:
 check_fields(GradientReady, "tensor_id name elements layer nbytes dtype shape ready_index "
-                            "backward_position source op op_name sparse expert shared_embedding")
+                            "backward_position source op op_name sparse meta")
 check_fields(LayerReady, "name ready_index backward_position tensors nbytes elements")
 
 
@@ -94,10 +94,18 @@ def backward_schedule(trace: Trace) -> list[Op]:
     """Backward ops in execution order.
 
     Autograd replay: replay ``Variable.backward`` from every output no forward op consumes
-    (the loss), highest rank first. Otherwise: backward ops in the trace's order.
+    (the loss), highest rank first. Otherwise: backward ops in the trace's order; an op list
+    that names no backward op but hands gradients to Horovod (a list of the hand-offs
+    alone) has its hand-offs for backward steps, each the end of the work that readied
+    its gradient.
     """
     if trace.abilities.readiness is not ReadinessMethod.AUTOGRAD_REPLAY:
-        return [op for op in trace.ops() if op.kind in BACKWARD_KINDS]
+        ops = [op for op in trace.ops() if op.kind in BACKWARD_KINDS]
+        if not ops and trace.abilities.readiness is ReadinessMethod.OP_NAMES:
+            handoff_of = trace.links_of_kind(EdgeKind.HANDOFF)
+            firsts = {h[0] for h in map(handoff_of.get, (t.id for t in trace.parameters())) if h}
+            ops = [op for op in trace.ops() if op.id in firsts]
+        return ops
     consumed: set[str] = set()
     forward = []
     creator: dict[str, Op] = {}  # first forward op writing each array, as Trace.creator
@@ -159,7 +167,7 @@ def _readiness(trace: Trace) -> Readiness:
     gradients = tuple(
         new(GradientReady, (t.id, t.name, t.elements, t.layer, t.nbytes, t.dtype, t.shape, i, bpos,
                             source, op.id if op else None, op.name if op else None, t.sparse,
-                            t.expert, t.shared_embedding))
+                            t.meta))
         for i, (_, bpos, t, source, op) in enumerate(rows)
     )
     layers = _layers(gradients) or _producer_layers(trace, schedule)

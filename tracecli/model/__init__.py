@@ -43,7 +43,8 @@ from .kinds import (
     TensorKind,
     VariableOrder,
 )
-from .records import Collective, Link, Op, StepInfo, Tensor, TraceMeta, check_fields
+from .records import (NO_META, Collective, Link, Op, ParamMeta, StepInfo, Tensor, TraceMeta,
+                      check_fields)
 from .trace import Trace
 
 __all__ = [
@@ -61,6 +62,8 @@ __all__ = [
     "EdgeKind",
     "Op",
     "Tensor",
+    "ParamMeta",
+    "NO_META",
     "Link",
     "TraceMeta",
     "TraceGraph",

@@ -34,7 +34,7 @@ import enum
 from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Optional, Sequence
 
 from .kinds import BACKWARD_KINDS, EdgeKind, NodeType, OpKind
-from .records import Op
+from .records import Op, ParamMeta
 
 __all__ = [
     "TraceGraph",
@@ -262,8 +262,14 @@ def edge_entry(u: str, v: str, attrs: dict) -> dict[str, Any]:
 
 
 def plain(record: NamedTuple) -> dict[str, Any]:
-    """A record's fields but its ``id``, as plain JSON values."""
-    return {name: jsonable(value) for name, value in zip(record._fields, record) if name != "id"}
+    """A record's fields but its ``id``, as plain JSON values; a parameter's marks
+    (:class:`~.records.ParamMeta`) as columns of their own."""
+    entry = {name: jsonable(value) for name, value in zip(record._fields, record)
+             if name != "id" and name != "meta"}
+    meta = getattr(record, "meta", None)
+    if isinstance(meta, ParamMeta):  # a tensor: its marks last, as columns
+        entry.update(meta.columns())
+    return entry
 
 
 _SCALARS = (str, int, float, bool, type(None))

@@ -51,6 +51,7 @@ class ComputeSource(str, enum.Enum):
 
     ROOFLINE = "roofline"  # inferred shapes: FLOPs and bytes against a device preset
     MEASURED = "measured"  # op durations recorded in the trace
+    PARAMETERS = "parameters"  # a parameter list: each parameter's bytes against a device preset
     NONE = "none"  # nothing: the user gives --backward-ms or --op-times
 
 

@@ -19,7 +19,8 @@ from typing import Any, Mapping, NamedTuple, Optional
 
 from .kinds import DTYPE_BYTES, CollectiveKind, EdgeKind, OpKind, Purpose, TensorKind
 
-__all__ = ["Op", "Tensor", "Link", "Collective", "StepInfo", "TraceMeta", "check_fields"]
+__all__ = ["Op", "Tensor", "ParamMeta", "NO_META", "MARKS", "Link", "Collective", "StepInfo",
+           "TraceMeta", "check_fields"]
 
 
 class Op(NamedTuple):
@@ -52,8 +53,74 @@ class Op(NamedTuple):
     dur_ms: Optional[float] = None  # recorded duration
 
 
+class ParamMeta(NamedTuple):
+    """What a framework marks on one parameter beyond its name, shape and dtype: one record,
+    read where a parameter list or sidecar gives it and carried by reference (the same
+    object) from the parser's variable to the trace's :class:`Tensor`, readiness's
+    gradient, planning's ``Grad`` and the plan file. A parameter without marks holds
+    :data:`NO_META`. A new mark is one more field here (and its check in :meth:`read`).
+
+    - ``expert``: Megatron-Core's expert-parallel parameter (``param.allreduce == False``),
+      reduced in buffers of its own over the expert data-parallel group;
+    - ``shared_embedding``: Megatron-Core's ``param.shared_embedding`` (a word embedding
+      tied to the output layer across pipeline stages), alone in its bucket under the
+      distributed optimizer;
+    - ``comm_dtype``: the dtype DeepSpeed sends the gradient in, where it differs from the
+      parameter's (``engine.optimizer.get_param_comm_dtype(p)``: under ``torch_autocast``
+      the autocast dtype for the parameters of ``Linear``/``Conv`` modules;
+      ``communication_data_type``); ``None``: the parameter's own.
+
+    >>> ParamMeta.read({"name": "w", "expert": True}).to_json()
+    {'expert': True}
+    >>> ParamMeta.read({"comm_dtype": "torch.bfloat16"}).comm_dtype
+    'bfloat16'
+    >>> ParamMeta.read({}) is NO_META
+    True
+    """
+
+    expert: bool = False
+    shared_embedding: bool = False
+    comm_dtype: Optional[str] = None
+
+    @classmethod
+    def read(cls, entry: Mapping[str, Any]) -> "ParamMeta":
+        """The marks of a parameter entry (a sidecar's, a plan file's), each checked; a
+        :class:`ValueError` says what is wrong with the first bad one."""
+        if not any(key in entry for key in MARKS):
+            return NO_META
+        for key in ("expert", "shared_embedding"):
+            if key in entry and not isinstance(entry[key], bool):
+                raise ValueError(f"{key} must be true or false")
+        comm = entry.get("comm_dtype")
+        if comm is not None:
+            if isinstance(comm, str):
+                comm = comm.removeprefix("torch.")
+            if not isinstance(comm, str) or comm not in DTYPE_BYTES:
+                raise ValueError("comm_dtype must be a dtype name, e.g. bfloat16")
+        meta = cls(entry.get("expert", False), entry.get("shared_embedding", False), comm)
+        return NO_META if meta == NO_META else meta
+
+    def to_json(self) -> dict[str, Any]:
+        """The marks set, by name (a sidecar's or plan file's keys)."""
+        return {key: value for key, value in zip(self._fields, self)
+                if value is not False and value is not None}
+
+    def columns(self) -> dict[str, Any]:
+        """The marks as columns of a record's export: the flags always, a value where set."""
+        return {key: value for key, value in zip(self._fields, self)
+                if isinstance(value, bool) or value is not None}
+
+
+NO_META = ParamMeta()
+"""The marks of a parameter no framework marked (shared by every such parameter)."""
+
+MARKS = ParamMeta._fields
+"""The keys of a parameter entry that are marks (a :class:`ParamMeta` field each)."""
+
+
 class Tensor(NamedTuple):
-    """One array of the step. ``nbytes`` is ``None`` where the trace does not say."""
+    """One array of the step. ``nbytes`` is ``None`` where the trace does not say;
+    ``meta``: a parameter's marks (:class:`ParamMeta`)."""
 
     id: str
     kind: TensorKind
@@ -65,8 +132,7 @@ class Tensor(NamedTuple):
     shape: Optional[tuple[int, ...]] = None
     index: Optional[int] = None
     sparse: bool = False  # its gradient is sparse (IndexedSlices): all-gathered, not reduced
-    expert: bool = False  # Megatron-Core's expert-parallel parameter (the sizes sidecar says)
-    shared_embedding: bool = False  # Megatron-Core's param.shared_embedding (the sidecar says)
+    meta: ParamMeta = NO_META  # its marks (NO_META: none), from a parameter sidecar
 
     @property
     def elements(self) -> Optional[int]:

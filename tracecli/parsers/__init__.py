@@ -17,7 +17,7 @@ from .._gc import gc_paused
 from ..errors import TraceCliError, TraceFormatError, UnknownFormatError
 from ..inputfile import open_input
 from ..model import Trace
-from . import chainer, kineto, tf_schedule
+from . import chainer, kineto, params, tf_schedule
 from ._text import MAX_LINE_CHARS, decode_text, split_lines
 from .kineto_events import read_events
 from .sizes import find_sidecar, load_sizes
@@ -125,9 +125,20 @@ def _parse_kineto(path: str, content: Content, options: LoadOptions) -> Trace:
     return kineto.build(path, events, options.step, variables, sizes_path)
 
 
+def _parse_params(path: str, content: Content, options: LoadOptions) -> Trace:
+    if options.sizes:
+        raise TraceCliError("--sizes names a parameter sidecar; a parameter list given as the "
+                            "trace is its own", path=path)
+    _no_step(path, options)
+    return params.parse(path, content.input.read())
+
+
 PARSERS: dict[str, Parser] = {
     "kineto": Parser("kineto", "PyTorch profiler trace (export_chrome_trace, .json or .json.gz)",
                      lambda c: kineto.looks_like(c.head), _parse_kineto),
+    "params": Parser("params", "parameter list: a model's named_parameters() with dtypes and "
+                     "marks, no trace (a model of the step)", lambda c: params.looks_like(c.head),
+                     _parse_params),
     "chainer": Parser("chainer", "Chainer forward/backward graph dump",
                       lambda c: chainer.looks_like(c.head.split("\n", 1)), _parse_chainer),
     "tf-schedule": Parser("tf-schedule", "TensorFlow/Horovod executed op list",
@@ -145,7 +156,8 @@ def detect_format(path: str, content: Content) -> str:
     first = next((i for i, line in enumerate(lines) if line.strip()), 0)
     hint = ""
     if lines and lines[first].lstrip().startswith("["):
-        hint = " (a JSON list; profiler traces are JSON objects with \"traceEvents\")"
+        hint = (" (a JSON list; profiler traces are JSON objects with \"traceEvents\", a "
+                "parameter list's entries have name, shape and dtype)")
     raise UnknownFormatError(
         f"cannot tell the trace format{hint}; pass --format with one of "
         + ", ".join(FORMATS), path=path, line=first + 1,

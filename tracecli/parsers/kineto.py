@@ -5,8 +5,9 @@ last step with a backward pass):
 
 - each ``torch::autograd::AccumulateGrad`` is a gradient-producing op and its parameter a
   tensor ``g<K>``, in the order the gradients became ready; shapes and dtypes come from
-  ``Input Dims``/``Input type`` (``record_shapes=True``), names from a parameter sidecar
-  where the match is unambiguous, else position and shape (``grad17[64,32,3,3]``);
+  ``Input Dims``/``Input type`` (``record_shapes=True``), names and marks from a parameter
+  sidecar where they can be told (:mod:`.kineto_names`), else position and shape
+  (``grad17[64,32,3,3]``);
 - every top-level ``autograd::engine::evaluate_function`` is a backward op, with its
   recorded start and duration; ``fwdbwd`` flows pair it with its forward op;
 - the host ops before backward on the step's thread are forward ops; ``Optimizer.step``
@@ -29,7 +30,7 @@ import math
 from collections import defaultdict
 from typing import Any, Optional, Sequence
 
-from ..errors import SizesError, TraceFormatError
+from ..errors import TraceFormatError
 from ..model import (
     DTYPE_BYTES, Abilities, ComputeSource, EdgeKind, Link, Op, OpKind, ReadinessMethod, Tensor, TensorKind, Trace, TraceMeta, VariableOrder,
 )
@@ -37,6 +38,7 @@ from .kineto_collectives import collectives, launched_by, launches, pair_runs
 from .kineto_device import DeviceClock, StepClock, step_clock
 from .kineto_step import notes_of, step_info
 from .kineto_events import Event, KinetoEvents, torch_dtype
+from .kineto_names import name_gradients
 from .kineto_fsdp import fsdp_run
 from .kineto_fsdp1 import name_units
 from .kineto_threads import (
@@ -44,7 +46,7 @@ from .kineto_threads import (
     in_window,
 )
 
-__all__ = ["build", "looks_like", "FORMAT", "SIZES_HINT", "name_gradients"]
+__all__ = ["build", "looks_like", "FORMAT", "SIZES_HINT"]
 
 FORMAT = "kineto"
 SIZES_HINT = ("the trace records no shapes; profile with "
@@ -121,79 +123,6 @@ def _gradient_tensors(path: str, events: list[Event]) -> list[Tensor]:
     return tensors
 
 
-def name_gradients(tensors: list[Tensor], variables: Sequence, sizes_path: str) -> tuple[list[Tensor], str]:
-    """Names from a parameter sidecar (``model.named_parameters()`` order), attached only
-    where a gradient's shape and dtype match exactly one parameter and that parameter's
-    shape and dtype match exactly one gradient. Returns the tensors and what was done."""
-    if tensors and all(t.shape is None for t in tensors):
-        return tensors, (f"names from {sizes_path} not attached: the trace records no shapes "
-                         "to match them by (profile with record_shapes=True)")
-    by_sig: dict[tuple, list[int]] = defaultdict(list)
-    for k, t in enumerate(tensors):
-        by_sig[(t.shape, t.dtype)].append(k)
-    side: dict[tuple, list] = defaultdict(list)
-    for v in variables:
-        side[(tuple(v.shape), v.dtype)].append(v)
-    named = list(tensors)
-    shared, missing = [], []
-    unknown = by_sig.pop((None, None), [])
-    for sig, members in by_sig.items():
-        candidates = side.get(sig, [])
-        if len(members) == 1 and len(candidates) == 1:
-            v = candidates[0]
-            layer = v.name.rsplit(".", 1)[0] if "." in v.name else None
-            named[members[0]] = tensors[members[0]]._replace(
-                name=v.name, layer=layer, index=v.index, expert=v.expert,
-                shared_embedding=v.shared_embedding)
-        elif candidates:
-            shared.append((sig, len(members), len(candidates)))
-        else:
-            missing.append(sig)
-    filled = _fill_unrecorded(named, unknown, by_sig, side) if unknown else ""
-    count = sum(1 for a, b in zip(named, tensors) if a.name != b.name)
-    note = f"names from {sizes_path}: {count} of {len(tensors)} gradients" + filled
-    if shared:
-        (shape, dtype), n, m = max(shared, key=lambda s: s[1])
-        left = sum(n for _, n, _ in shared)
-        note += (f"; {left} keep positional names because several parameters share their "
-                 f"shape and dtype (e.g. {n} gradients and {m} parameters of "
-                 f"[{','.join(map(str, shape or ()))}] {dtype})")
-    if missing:
-        shape, dtype = missing[0]
-        note += (f"; {sum(len(by_sig[s]) for s in missing)} match no parameter of the sidecar "
-                 f"(e.g. [{','.join(map(str, shape or ()))}] {dtype}): is it this model's?")
-    extra = len(variables) - len(tensors)
-    if extra > 0:
-        note += f"; {extra} parameters of the sidecar have no gradient in this step (unused or frozen)"
-    return named, note
-
-
-def _fill_unrecorded(named: list[Tensor], unknown: list[int], by_sig: dict, side: dict) -> str:
-    """Gradients whose AccumulateGrad recorded no tensor take the sidecar's parameters that
-    no recorded gradient accounts for, when those all have one shape and dtype (a name too
-    when there is one of each); else they stay unknown. Returns what was done."""
-    left = [v for sig, params in side.items() for v in params[len(by_sig.get(sig, ())):]]
-    sigs = {(tuple(v.shape), v.dtype) for v in left}
-    if len(left) != len(unknown) or len(sigs) != 1:
-        return (f"; {len(unknown)} recorded no tensor and the sidecar leaves {len(left)} "
-                "parameters no recorded gradient accounts for: their sizes stay unknown")
-    for k, v in zip(unknown, left):
-        t = named[k]
-        nbytes = math.prod(v.shape) * DTYPE_BYTES[v.dtype] if v.dtype in DTYPE_BYTES else None
-        name, layer, index = t.name, None, None
-        if len(left) == 1:
-            name = v.name
-            layer = v.name.rsplit(".", 1)[0] if "." in v.name else None
-            index = v.index
-        named[k] = t._replace(name=name, layer=layer, index=index, shape=tuple(v.shape),
-                              dtype=v.dtype, nbytes=nbytes)
-    v = left[0]
-    return (f"; {len(unknown)} recorded no tensor and took the size of the sidecar's "
-            f"{'only parameter' if len(left) == 1 else str(len(left)) + ' parameters'} no "
-            f"recorded gradient accounts for ({v.name if len(left) == 1 else 'e.g. ' + v.name} "
-            f"[{','.join(map(str, v.shape))}] {v.dtype})")
-
-
 def _ops(threads, step: Step, grads: list[tuple[Thread, int]],
          clock: StepClock) -> tuple[list[Op], dict, list[float]]:
     """Forward, backward, gradient and update ops of ``step``, in start order, timed on
@@ -268,6 +197,18 @@ def _pair_forward_backward(ops: list[Op], where: dict, threads, flows) -> list[O
     return ops
 
 
+def _readying_ops(ops: list[Op]) -> list[int]:
+    """Per gradient ``g<K>``: how many backward ops had started before its AccumulateGrad
+    (the gradients one backward op readies share the count)."""
+    count, seen = {}, 0
+    for op in ops:
+        if op.kind is OpKind.BACKWARD:
+            seen += 1
+        elif op.kind is OpKind.GRADIENT:
+            count[op.outputs[0]] = seen
+    return [count.get(f"g{k}", 0) for k in range(len(count))]
+
+
 def _world(top: dict) -> dict[str, Any]:
     info = top.get("distributedInfo")
     out: dict[str, Any] = {}
@@ -292,11 +233,11 @@ def build(path: str, ev: KinetoEvents, step_wanted: Optional[int] = None,
     step = _pick_step(path, steps, threads, step_wanted)
     grads = _gradient_events(threads, step)
     tensors = _gradient_tensors(path, [t.events[i] for t, i in grads])
-    note = None
     device = DeviceClock(ev)
     clocks = [step_clock(device, s.label, s.ts, s.end) for s in steps]
     clock = clocks[steps.index(step)]
     ops, where, started = _ops(threads, step, grads, clock)
+    readying = _readying_ops(ops)
     ops = _pair_forward_backward(ops, where, threads, ev.flows)
     issued = launches(threads)
     pair_runs(issued, ev, threads)
@@ -307,14 +248,12 @@ def build(path: str, ev: KinetoEvents, step_wanted: Optional[int] = None,
     world = _world(ev.top)
     fsdp = fsdp_run(path, threads, step, issued, ran, grads, [t.elements for t in tensors],
                     world.get("world_size"), where)
+    note = None
     if variables is not None:
-        tensors, note = name_gradients(tensors, variables, sizes_path or "the sidecar")
         # FSDP1 accumulates flat parameters, FSDP2 with param_dtype low-precision gradients:
         # the sidecar names FSDP's units instead (name_units)
-        if variables and all(t.index is None for t in tensors) and any(
-                t.shape is not None for t in tensors) and fsdp is None:
-            raise SizesError(f"no parameter matches a gradient of {path} by shape "
-                             "and dtype; pass the sidecar of this model with --sizes", path=sizes_path, line=1)
+        tensors, note = name_gradients(tensors, variables, sizes_path or "the sidecar",
+                                       readying, path, units=fsdp is not None)
     info = step_info(step, steps, clock, window, ops, ran, world.get("world_size"))
     shapes = any(t.shape is not None for t in tensors)
     unrecorded = [t.name for t, (th, i) in zip(tensors, grads)

@@ -2,11 +2,14 @@
 
 A JSON list, in the model's own order (TensorFlow: trainable variables; PyTorch:
 ``model.named_parameters()``), of
-``{"name": "conv1_conv/kernel:0", "shape": [7, 7, 3, 64], "dtype": "float32"}``, and where
-Megatron-Core marks a parameter, ``"expert": true`` (``param.allreduce == False``) or
-``"shared_embedding": true`` (``param.shared_embedding``). Op lists take their sizes from
-it; profiler traces their parameter names. Every entry is checked and reported at its own
-line.
+``{"name": "conv1_conv/kernel:0", "shape": [7, 7, 3, 64], "dtype": "float32"}`` (a dtype
+as ``str(p.dtype)`` writes it, ``torch.float32``, is read too), and a parameter's marks
+(:class:`~tracecli.model.ParamMeta`) where a framework sets them: Megatron-Core's
+``"expert": true`` (``param.allreduce == False``) and ``"shared_embedding": true``
+(``param.shared_embedding``), DeepSpeed's ``"comm_dtype": "bfloat16"``. Other keys are
+ignored. Op lists take their sizes from it; profiler traces their parameter names; a
+parameter list given as the trace is all there is. Every entry is checked and reported at
+its own line.
 """
 
 from __future__ import annotations
@@ -20,9 +23,10 @@ from typing import NamedTuple, Optional
 from ..errors import SizesError, excerpt
 from ..inputfile import open_input
 from ..jsonfile import strict_decoder
-from ..model import DTYPE_BYTES, check_fields
+from ..model import DTYPE_BYTES, NO_META, ParamMeta, check_fields
 
-__all__ = ["Variable", "DTYPE_BYTES", "load_sizes", "find_sidecar", "variable_layer",
+__all__ = ["Variable", "DTYPE_BYTES", "load_sizes", "read_sizes", "line_of", "find_sidecar",
+           "variable_layer",
            "MAX_SIDECAR_BYTES", "MAX_ELEMENTS"]
 
 MAX_SIDECAR_BYTES = 256 << 20
@@ -37,8 +41,7 @@ class Variable(NamedTuple):
     nbytes: int
     line: int
     layer: str  # variable_layer(name)
-    expert: bool = False  # Megatron-Core: param.allreduce == False
-    shared_embedding: bool = False  # Megatron-Core: param.shared_embedding
+    meta: ParamMeta = NO_META  # its marks
 
     @property
     def elements(self) -> int:
@@ -74,8 +77,24 @@ def find_sidecar(trace_path: str | Path) -> Optional[Path]:
 
 
 def load_sizes(path: str | Path) -> list[Variable]:
+    """The variables of the sizes file at ``path``, each checked (``line`` 0: not counted,
+    the file being valid; :func:`line_of` finds it)."""
     path = str(path)
-    data = open_input(path, SizesError, "sizes file", MAX_SIDECAR_BYTES).read()
+    return read_sizes(path, open_input(path, SizesError, "sizes file", MAX_SIDECAR_BYTES).read())
+
+
+def line_of(path: str, index: int) -> int:
+    """The line of entry ``index`` of a valid sizes file (for a message about it); 1 where
+    the file cannot be read again (standard input)."""
+    try:
+        text = open_input(path, SizesError, "sizes file", MAX_SIDECAR_BYTES).read().decode("utf-8-sig")
+        return _load_carefully(path, text)[index].line
+    except (SizesError, UnicodeDecodeError, IndexError, OSError):
+        return 1
+
+
+def read_sizes(path: str, data: bytes) -> list[Variable]:
+    """The variables of a sizes file's ``data``."""
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -145,7 +164,7 @@ def _variable(path: str, line: int, index: int, entry) -> Variable:
         elements = math.prod(shape)  # the common case: every check passed at once
         if elements <= MAX_ELEMENTS:
             return _new(Variable, (index, name, tuple(shape), dtype, elements * DTYPE_BYTES[dtype],
-                                   line, variable_layer(name), False, False))
+                                   line, variable_layer(name), NO_META))
     return _checked_variable(path, line, index, entry)
 
 
@@ -153,8 +172,7 @@ _INT_ONLY = frozenset({int})
 # A Variable without its Python __new__: Variable(...) with keywords costs ~0.6 us more an
 # entry (40 ms on a 66,000-entry sidecar). Its values above follow these fields:
 _new = tuple.__new__
-check_fields(Variable, "index name shape dtype nbytes line layer expert shared_embedding")
-FLAGS = ("expert", "shared_embedding")  # optional keys of an entry, true or false
+check_fields(Variable, "index name shape dtype nbytes line layer meta")
 
 
 def _checked_variable(path: str, line: int, index: int, entry) -> Variable:
@@ -173,6 +191,8 @@ def _checked_variable(path: str, line: int, index: int, entry) -> Variable:
     ):
         raise SizesError(f"{where} ({excerpt(name)}): shape must be a list of "
                          "non-negative integers", path=path, line=line)
+    if isinstance(dtype, str):
+        dtype = dtype.removeprefix("torch.")  # str(p.dtype)
     if not isinstance(dtype, str) or dtype not in DTYPE_BYTES:
         raise SizesError(f"{where} ({excerpt(name)}): unknown dtype {excerpt(str(dtype))}; use one of "
                          + ", ".join(sorted(DTYPE_BYTES)), path=path, line=line)
@@ -181,11 +201,11 @@ def _checked_variable(path: str, line: int, index: int, entry) -> Variable:
         raise SizesError(f"{where} ({excerpt(name)}): shape {excerpt(str(shape))} holds "
                          "more elements than any real parameter", path=path, line=line)
     nbytes = elements * DTYPE_BYTES[dtype]
-    for key in FLAGS:
-        if key in entry and not isinstance(entry[key], bool):
-            raise SizesError(f"{where} ({excerpt(name)}): {key} must be true or false", path=path, line=line)
-    return Variable(index, name, tuple(shape), dtype, nbytes, line, variable_layer(name),
-                    entry.get("expert", False), entry.get("shared_embedding", False))
+    try:
+        meta = ParamMeta.read(entry)
+    except ValueError as exc:
+        raise SizesError(f"{where} ({excerpt(name)}): {exc}", path=path, line=line) from None
+    return Variable(index, name, tuple(shape), dtype, nbytes, line, variable_layer(name), meta)
 
 
 _WHITESPACE = re.compile(r"[ \t\r\n]*")

@@ -258,7 +258,7 @@ def _tensors(variables: Optional[list[Variable]], indices: list[int], sparse: se
     if variables is not None:
         parameter = TensorKind.PARAMETER
         return [Tensor(f"v{v.index}", parameter, v.name, v.nbytes, v.line, v.layer, v.dtype,
-                       v.shape, v.index, v.index in sparse) for v in variables]
+                       v.shape, v.index, v.index in sparse, v.meta) for v in variables]
     # Without a sidecar, the variables are the ones the list names (never sized by an index).
     return [Tensor(f"v{n}", TensorKind.PARAMETER, f"variable[{n}]", None, index=n, sparse=n in sparse)
             for n in indices]

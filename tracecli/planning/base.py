@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Optional, Sequence
 
 from ..errors import PlanError
-from ..model import CollectiveKind
+from ..model import NO_META, CollectiveKind, ParamMeta
 
-__all__ = ["Grad", "Grouping", "PlanInput", "FixedPlan",
+__all__ = ["Grad", "Grouping", "Message", "PlanInput", "FixedPlan",
            "DDP_FIRST_BUCKET_BYTES", "DDP_BUCKET_CAP", "HOROVOD_THRESHOLD", "sparse_alone",
            "collectives_of"]
 
@@ -23,11 +23,9 @@ class Grad(NamedTuple):
 
     ``order`` is its place in the model's trainable-variable order (tf_cnn_benchmarks
     groups gradients in that order, Megatron-Core walks it reversed; not readiness order).
-    ``expert``: an expert-parallel parameter (Megatron-Core's ``param.allreduce == False``),
-    reduced in a buffer of its own over the expert data-parallel group. ``shared_embedding``:
-    Megatron-Core's ``param.shared_embedding`` (a word embedding tied to the output layer
-    across pipeline stages), put in a bucket alone under the distributed optimizer.
-    ``order_known``: False where the trace does not say the gradient's place in the
+    ``meta``: the parameter's marks (:class:`~tracecli.model.ParamMeta`: Megatron-Core's
+    expert and shared-embedding parameters, DeepSpeed's communication dtype), the record
+    the parser read, by reference. ``order_known``: False where the trace does not say the gradient's place in the
     variable order (a profiled gradient the sidecar could not name); ``order`` is then its
     place among the trace's parameters.
     """
@@ -39,22 +37,33 @@ class Grad(NamedTuple):
     ready_ms: float
     order: int
     sparse: bool = False  # an IndexedSlices / sparse gradient
-    expert: bool = False
-    shared_embedding: bool = False
+    meta: ParamMeta = NO_META
     order_known: bool = True
+
+
+class Message(NamedTuple):
+    """What a bucket sends, where not exactly its gradients' bytes: ``nbytes`` in ``dtype``
+    (Megatron-Core's padded buckets, reduced in fp32; DeepSpeed's communication dtype), as
+    one collective, or as ``pieces``: the bytes of each of the several collectives it is
+    sent as, in order, summing to ``nbytes`` (DeepSpeed's flush of a parameter past
+    ``reduce_bucket_size``, all-reduced in the pieces its ZeRO partitions cut); ``()``: one."""
+
+    nbytes: int
+    dtype: str
+    pieces: tuple[int, ...] = ()
 
 
 class Grouping(NamedTuple):
     """Buckets in launch order; ``not_before`` delays a bucket's launch (Horovod's cycle);
     ``collectives`` names each bucket's collective (default: all-reduce); ``messages``,
-    where a bucket's collective does not carry exactly its gradients' bytes, gives each
-    bucket's ``(bytes, dtype)`` as sent (Megatron-Core's padded buckets, reduced in fp32);
-    ``notes``: what the reader of the plan must know of how it was grouped."""
+    where a bucket's collective does not carry exactly its gradients' bytes as one
+    collective, gives each bucket's :class:`Message` (a ``(bytes, dtype)`` pair is read as
+    one); ``notes``: what the reader of the plan must know of how it was grouped."""
 
     buckets: list[tuple[int, ...]]
     not_before: Optional[list[float]] = None
     collectives: Optional[list[CollectiveKind]] = None
-    messages: Optional[list[tuple[int, str]]] = None
+    messages: Optional[list[Message]] = None
     notes: tuple[str, ...] = ()
 
 
@@ -117,4 +126,4 @@ class FixedPlan:
     buckets: tuple[tuple[int, ...], ...]
     strategy: str
     collectives: Optional[tuple[CollectiveKind, ...]] = None
-    messages: Optional[tuple[tuple[int, str], ...]] = None  # as Grouping.messages
+    messages: Optional[tuple[Message, ...]] = None  # as Grouping.messages

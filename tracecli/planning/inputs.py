@@ -54,7 +54,7 @@ def plan_input(trace: Trace, ready: Readiness, profile: ComputeProfile,
         Grad(g.name, g.nbytes, g.dtype or "float32",
              g.elements if g.elements is not None else g.nbytes // 4,
              profile.ready_at(g.backward_position), order.get(g.tensor_id, i), g.sparse,
-             g.expert, g.shared_embedding, g.tensor_id not in unknown_order)
+             g.meta, g.tensor_id not in unknown_order)
         for i, g in enumerate(ready.gradients) if g.nbytes is not None
     )
     fsdp = None

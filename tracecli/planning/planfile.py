@@ -2,7 +2,9 @@
 back and checked here, and nowhere else.
 
 The document: ``{"strategy", "max_bytes", "gpus", "cost_model", "options", "compute",
-"gradients", "buckets", "predicted", "settings"}`` (``docs/json.md``: ``plan-buckets --json``). Read
+"gradients", "buckets", "predicted", "settings"}`` (``docs/json.md``: ``plan-buckets --json``);
+a gradient carries its parameter's marks (``expert``, ``shared_embedding``, ``comm_dtype``:
+:class:`~tracecli.model.ParamMeta`) where it has any. Read
 back, it gives the planner's input and the plan's grouping, so replay runs exactly it.
 Everything a replay will act on is checked here, before any rank starts: names are
 strings, byte counts integers of at most 1 PiB, dtypes ones replay can allocate, times
@@ -16,9 +18,9 @@ from typing import Any, NamedTuple, Optional
 
 from ..errors import PlanError, excerpt
 from ..jsonfile import finite_number, read_json
-from ..model import DTYPE_BYTES, CollectiveKind
+from ..model import DTYPE_BYTES, CollectiveKind, ParamMeta
 from ..model.fsdp import contract_name
-from .base import FixedPlan, Grad, PlanInput
+from .base import FixedPlan, Grad, Message, PlanInput
 from .spec import MAX_OPTION_BYTES, NoOptions, Options
 from .strategies import KNOBS, STRATEGIES
 
@@ -35,6 +37,7 @@ PLAN_COLLECTIVES = {CollectiveKind.ALL_REDUCE: False, CollectiveKind.ALL_GATHER:
                     CollectiveKind.REDUCE_SCATTER: False}
 
 
+ALL_GATHER = CollectiveKind.ALL_GATHER
 _COLLECTIVES_TEXT = " or ".join(k.value for k, one in PLAN_COLLECTIVES.items() if not one) + \
     ", or " + " or ".join(f"{k.value} of one gradient" for k, one in PLAN_COLLECTIVES.items() if one)
 
@@ -63,7 +66,7 @@ def plan_document(plan) -> dict[str, Any]:
         },
         "gradients": [
             {"name": g.name, "bytes": g.nbytes, "dtype": g.dtype, "ready_ms": g.ready_ms,
-             **({"sparse": True} if g.sparse else {})}
+             **({"sparse": True} if g.sparse else {}), **g.meta.to_json()}
             for g in plan.inp.grads
         ],
         "buckets": [_bucket(plan, b) for b in t.buckets],
@@ -89,9 +92,7 @@ def plan_document(plan) -> dict[str, Any]:
 
 
 def _bucket(plan, b) -> dict[str, Any]:
-    basis = None if plan.measured else plan.cost.basis(b.collective, b.nbytes)
-    pick = None if plan.measured else plan.cost.algorithm_protocol(b.collective, b.nbytes)
-    return {
+    doc = {
         "index": b.index,
         "tensors": plan.tensor_names(b.index),
         "bytes": b.nbytes,
@@ -103,9 +104,25 @@ def _bucket(plan, b) -> dict[str, Any]:
         "collective": b.collective.value if b.phase is None else contract_name(b.collective),
         **({"phase": b.phase, "unit": b.unit, "elements": b.elements, "channel": b.channel,
             "group_size": b.group} if b.phase is not None else {}),
-        **({"cost_basis": basis} if basis is not None else {}),
-        **({"algorithm": pick[0], "protocol": pick[1]} if pick is not None else {}),
     }
+    if not b.pieces:
+        doc.update(_costed(plan, b.collective, b.nbytes))
+        return doc
+    doc["pieces"] = [{"bytes": p.nbytes, "start_ms": p.start_ms, "end_ms": p.end_ms,
+                      "duration_ms": p.end_ms - p.start_ms,
+                      **_costed(plan, b.collective, p.nbytes)} for p in b.pieces]
+    return doc
+
+
+def _costed(plan, collective, nbytes: int) -> dict[str, Any]:
+    """How the cost model timed one collective of ``nbytes``: its basis (measured,
+    interpolated, ...) and NCCL's pick, where the model says."""
+    if plan.measured:
+        return {}
+    basis = plan.cost.basis(collective, nbytes)
+    pick = plan.cost.algorithm_protocol(collective, nbytes)
+    return {**({"cost_basis": basis} if basis is not None else {}),
+            **({"algorithm": pick[0], "protocol": pick[1]} if pick is not None else {})}
 
 
 def load_plan_file(path: str | Path) -> PlanFile:
@@ -133,8 +150,9 @@ def load_plan_file(path: str | Path) -> PlanFile:
     buckets, collectives, messages = _buckets(doc, grads, index, bad)
     inp = _compute(doc, tuple(grads), path, bad)
     options = _options(doc, bad)
-    exact = all(m == (sum(grads[i].nbytes for i in b), None) for m, b in zip(messages, buckets))
-    sent = None if exact else tuple((n, d or grads[b[0]].dtype) for (n, d), b in zip(messages, buckets))
+    exact = all(m == (sum(grads[i].nbytes for i in b), None, ()) for m, b in zip(messages, buckets))
+    sent = None if exact else tuple(Message(n, d or grads[b[0]].dtype, p)
+                                    for (n, d, p), b in zip(messages, buckets))
     return PlanFile(inp, FixedPlan(tuple(buckets), doc["strategy"], tuple(collectives), sent),
                     options, doc)
 
@@ -166,9 +184,13 @@ def _gradients(doc: dict, bad) -> tuple[list[Grad], dict[str, int]]:
         sparse = g.get("sparse", False)
         if not isinstance(sparse, bool):
             raise bad(f"gradient {i} ({excerpt(name)}): sparse must be true or false")
+        try:
+            meta = ParamMeta.read(g)
+        except ValueError as exc:
+            raise bad(f"gradient {i} ({excerpt(name)}): {exc}") from None
         index[name] = i
         ready = _ms(g.get("ready_ms"), f"gradient {i} ready_ms", bad)
-        grads.append(Grad(name, nbytes, dtype, nbytes // DTYPE_BYTES[dtype], ready, i, sparse))
+        grads.append(Grad(name, nbytes, dtype, nbytes // DTYPE_BYTES[dtype], ready, i, sparse, meta))
     return grads, index
 
 
@@ -210,21 +232,41 @@ def _compute(doc: dict, grads: tuple[Grad, ...], path: str, bad) -> PlanInput:
                      f"plan file {path}: " + (source[:500] if isinstance(source, str) else ""))
 
 
-def _message(b: dict, k: int, grads: list, collective, bad) -> tuple[int, Optional[str]]:
-    """``(bytes, dtype)`` a bucket's collective sends: its gradients', or, for a reduction
-    the plan says sends more (Megatron's padding, fp32 reduction), the plan's bucket
-    ``bytes`` and ``dtype``; ``dtype`` ``None``: the gradients'. A bucket ``bytes`` of
-    another kind (not above its gradients', not an integer: an edited gradient size the
-    bucket did not follow) is read as before: the bucket sends its gradients."""
+def _message(b: dict, k: int, grads: list, collective, bad) -> tuple[int, Optional[str], tuple]:
+    """``(bytes, dtype, pieces)`` a bucket's collective sends: its gradients', or, for a
+    reduction the plan says sends otherwise, the plan's bucket ``bytes`` and ``dtype``:
+    more than its gradients (Megatron's padding, fp32 reduction), or in a dtype of its own
+    (DeepSpeed's communication dtype); ``dtype`` ``None``: the gradients'. ``pieces``: the
+    bytes of each collective a bucket is sent as, where several. A bucket ``bytes`` of
+    another kind (an edited gradient size the bucket did not follow) is read as before:
+    the bucket sends its gradients."""
     own = sum(g.nbytes for g in grads)
     nbytes, dtype = b.get("bytes"), b.get("dtype")
-    if collective is CollectiveKind.ALL_GATHER or type(nbytes) is not int or nbytes <= own:
-        return own, None
+    theirs = {g.dtype for g in grads}
+    pieces = _pieces(b, k, nbytes, bad)
+    if collective is ALL_GATHER or type(nbytes) is not int or nbytes <= 0 or \
+            (nbytes <= own and (dtype not in REPLAYABLE_DTYPES or dtype in theirs)):
+        return own, None, pieces if sum(pieces) == own else ()
     if nbytes > MAX_PLAN_BYTES:
         raise bad(f"bucket {k}: bytes must be an integer up to 2^50")
     if dtype not in REPLAYABLE_DTYPES:
         raise bad(f"bucket {k}: dtype must be one of " + ", ".join(REPLAYABLE_DTYPES))
-    return nbytes, dtype
+    return nbytes, dtype, pieces
+
+
+def _pieces(b: dict, k: int, nbytes, bad) -> tuple[int, ...]:
+    """The bytes of each collective a split bucket is sent as (its ``pieces``), which must
+    add up to its ``bytes``; ``()`` where it is sent as one."""
+    pieces = b.get("pieces")
+    if pieces is None:
+        return ()
+    if not isinstance(pieces, list) or len(pieces) < 2 or len(pieces) > 1 << 20:
+        raise bad(f"bucket {k}: pieces must be a list of at least two collectives")
+    sizes = tuple(p.get("bytes") if isinstance(p, dict) else None for p in pieces)
+    if any(type(n) is not int or not 0 < n <= MAX_PLAN_BYTES for n in sizes) or sum(sizes) != nbytes:
+        raise bad(f"bucket {k}: each piece needs bytes, a positive integer, adding up to the "
+                  "bucket's bytes")
+    return sizes
 
 
 def _options(doc: dict, bad) -> Options:

@@ -2,7 +2,9 @@
 
 Backward ops run one after another; buckets go in bucket order on one channel: bucket k
 starts at ``max(its last gradient ready, end of bucket k-1)`` and lasts ``T(bytes_k)``
-(a cost model that measured it so: ``T`` of a bucket that waited for the one before it).
+(a cost model that measured it so: ``T`` of a bucket that waited for the one before it);
+a bucket sent as several collectives (DeepSpeed's pieces) is each of them in turn, each
+costed as its own collective.
 Iteration = ``max(backward end, last bucket end) + update``; exposed communication =
 iteration - compute. All times are ms from the start of the step (forward included).
 """
@@ -13,18 +15,29 @@ from typing import NamedTuple, Optional, Sequence
 
 from ..costs import CostModel
 from ..model import CollectiveKind
-from .base import Grad, Grouping
+from .base import Grad, Grouping, Message
 from .schedule import Comm, Span, Step, StepTimes, run
 
-__all__ = ["BucketTiming", "Timeline", "simulate", "timeline_of", "lower_bound"]
+__all__ = ["BucketTiming", "Piece", "Timeline", "simulate", "timeline_of", "lower_bound"]
+
+
+class Piece(NamedTuple):
+    """One of the collectives a bucket is sent as, where it is sent as several."""
+
+    nbytes: int
+    start_ms: float
+    end_ms: float
 
 
 class BucketTiming(NamedTuple):
-    """One bucket (one collective) of a timeline. Sharded strategies (FSDP) add where it
-    ran and why: ``phase`` (``forward`` / ``backward``), ``unit`` (the module whose
-    parameters it carries), ``elements`` (the unsharded count: an all-gather's output, a
-    reduce-scatter's input), ``channel`` (the collective's queue in the schedule) and
-    ``group`` (the ranks it runs on); ``None`` for a gradient bucket."""
+    """One bucket (one collective) of a timeline: its gradients, what it sends (``nbytes`` in
+    ``dtype``), when it is ready, starts and ends; ``pieces``: where it is sent as several
+    collectives, each's bytes and times (its start is the first's, its end the last's), ``()``
+    where it is one. Sharded strategies (FSDP) add where it ran and why: ``phase``
+    (``forward`` / ``backward``), ``unit`` (the module whose parameters it carries),
+    ``elements`` (the unsharded count: an all-gather's output, a reduce-scatter's input),
+    ``channel`` (the collective's queue in the schedule) and ``group`` (the ranks it runs
+    on); ``None`` for a gradient bucket."""
 
     index: int
     members: tuple[int, ...]
@@ -39,6 +52,7 @@ class BucketTiming(NamedTuple):
     elements: Optional[int] = None
     channel: Optional[str] = None
     group: Optional[int] = None
+    pieces: tuple[Piece, ...] = ()
 
     @property
     def duration_ms(self) -> float:
@@ -73,23 +87,31 @@ def simulate(grads: Sequence[Grad], grouping: Grouping, cost: CostModel, forward
     """The timeline of ``grouping`` (buckets in launch order): compute until
     ``backward_end_ms``, the buckets on one channel, each ready when its last gradient is
     (and not before its ``not_before``), scheduled by :func:`~.schedule.run`."""
-    comms, members = [], []
+    comms, sent = [], []
     for k, bucket in enumerate(grouping.buckets):
         if grouping.messages is not None:
-            nbytes, dtype = grouping.messages[k]
+            message = Message(*grouping.messages[k])
         else:
-            nbytes, dtype = sum(grads[i].nbytes for i in bucket), _dtype(grads, bucket)
+            message = Message(sum(grads[i].nbytes for i in bucket), _dtype(grads, bucket))
         ready = max((grads[i].ready_ms for i in bucket), default=0.0)  # none: not_before
         if grouping.not_before is not None:
             ready = max(ready, grouping.not_before[k])
         kind = grouping.collectives[k] if grouping.collectives else CollectiveKind.ALL_REDUCE
-        comms.append(Comm(kind, nbytes, ready_ms=ready))
-        members.append((tuple(bucket), dtype))
+        for nbytes in message.pieces or (message.nbytes,):  # a piece a collective, in turn
+            comms.append(Comm(kind, nbytes, ready_ms=ready))
+        sent.append((tuple(bucket), message, kind))
     times = run(Step((Span(backward_end_ms),), tuple(comms), update_ms),
                 lambda comm, queued: cost.time_ms(comm.kind, comm.nbytes, queued))
-    timings = tuple(BucketTiming(k, m, c.nbytes, dtype, t.ready_ms, t.start_ms, t.end_ms, c.kind)
-                    for k, ((m, dtype), c, t) in enumerate(zip(members, comms, times.comms)))
-    return timeline_of(timings, forward_ms, backward_end_ms, update_ms, times)
+    timings, at = [], 0
+    for k, (bucket, message, kind) in enumerate(sent):
+        n = len(message.pieces) or 1
+        t = times.comms[at:at + n]
+        pieces = tuple(Piece(c.nbytes, x.start_ms, x.end_ms)
+                       for c, x in zip(comms[at:at + n], t)) if n > 1 else ()
+        timings.append(BucketTiming(k, bucket, message.nbytes, message.dtype, t[0].ready_ms,
+                                    t[0].start_ms, t[-1].end_ms, kind, pieces=pieces))
+        at += n
+    return timeline_of(tuple(timings), forward_ms, backward_end_ms, update_ms, times)
 
 
 def timeline_of(timings: tuple[BucketTiming, ...], forward_ms: float, backward_end_ms: float,

@@ -17,7 +17,7 @@ import re
 from typing import Any, Iterator
 from xml.sax.saxutils import escape, quoteattr
 
-from ..model import EdgeKind, Trace
+from ..model import EdgeKind, ParamMeta, Trace
 from ..model.graph import edge_entry, jsonable, node_entry, plain
 from .jsonout import COMPACT
 
@@ -124,6 +124,7 @@ def _node_data(trace: Trace, ids: dict[str, str], types: dict[str, str]) -> Iter
     """(node id, its <data> lines). Records of one class share a few patterns of value
     types; each pattern's field writers are worked out once."""
     patterns: dict[tuple, list] = {}
+    marks: dict[ParamMeta, str] = {}  # a parameter's marks, as their <data> lines
     for node, kind, record in trace.nodes():
         signature = (type(record), *map(type, record))
         plan = patterns.get(signature)
@@ -131,8 +132,14 @@ def _node_data(trace: Trace, ids: dict[str, str], types: dict[str, str]) -> Iter
             plan = patterns[signature] = [
                 (i, ids[name], _formatter(_value(jsonable(value))[0], types[name], value))
                 for i, (name, value) in enumerate(zip(record._fields, record))
-                if name != "id" and value is not None]
+                if name != "id" and name != "meta" and value is not None]
         data = "".join([f'      <data key="{key}">{write(record[i])}</data>\n' for i, key, write in plan])
+        meta = getattr(record, "meta", None)
+        if isinstance(meta, ParamMeta):  # its columns last, as plain() lists them
+            if meta not in marks:
+                marks[meta] = "".join(f'      <data key="{ids[k]}">{_format(types[k], v)}</data>\n'
+                                      for k, v in meta.columns().items())
+            data += marks[meta]
         yield node, f'      <data key="{ids["type"]}">{kind.value}</data>\n' + data
 
 

@@ -4,8 +4,9 @@
 Read in DeepSpeed 0.19.8 (``runtime/zero/stage_1_and_2.py``, ``runtime/zero/stage3.py``,
 ``runtime/zero/config.py``, ``runtime/comm/coalesced_collectives.py``):
 
-- One bucket per communication dtype (``communication_data_type``, else each gradient's
-  own under DeepSpeed's autocast; one in the common case). Gradients enter in gradient-hook
+- One bucket per communication dtype, as DeepSpeed decides it (:mod:`.deepspeed_comm`:
+  ``communication_data_type``, the ``bf16``/``fp16`` configs, ``torch_autocast``'s two
+  streams; one in the common case). Gradients enter in gradient-hook
   order (readiness), except stage 1 without ``overlap_comm``, which reduces everything in
   ``reduce_gradients`` after backward, walking the parameter groups in parameter order.
 - Stages 1-2 (``reduce_independent_p_g_buckets_and_remove_grads``): *before* adding a
@@ -18,10 +19,13 @@ Read in DeepSpeed 0.19.8 (``runtime/zero/stage_1_and_2.py``, ``runtime/zero/stag
   ``use_multi_rank_bucket_allreduce=True``): the bucket's slices per owner rank, all-reduced
   together in pieces that close after the slice that passes ``reduce_bucket_size``
   (``allreduce_and_scatter``): one all-reduce of the bucket, except a parameter past the size,
-  split where its slices (the ZeRO partitions it spans) pass it. Stage 3 (default
+  split where its slices (the ZeRO partitions it spans) pass it: several all-reduces, each
+  a collective of its own in the plan, its JSON and its cost. Stage 3 (default
   ``reduce_scatter=True``): one reduce-scatter of ``W x sum(ceil(numel / W))`` elements, the
   interleaved padded chunks (``reduce_scatter_coalesced``); ``reduce_scatter=False``: one
-  all-reduce of the bucket.
+  all-reduce of a bucket within the size, but a parameter past it is reduce-scattered all
+  the same (its gradient is never copied into the contiguous buffer: ``stage3.py``
+  l.1626, l.1673-1678).
 - ``overlap_comm`` (default: on for stage 3 only) puts the reductions on a side stream;
   without it they run on the compute stream, in the way of backward: modelled as run after
   backward, which costs the step the same total.
@@ -38,8 +42,9 @@ from typing import Any, NamedTuple, Optional, Sequence
 
 from ...errors import PlanError
 from ...model import CollectiveKind, DTYPE_BYTES
-from ..base import Grad, Grouping
+from ..base import Grad, Grouping, Message
 from ..spec import Kind, Knob, Options, StrategySpec
+from .deepspeed_comm import comm_dtypes, config_name, dtype_named
 
 __all__ = ["deepspeed", "zero_flushes", "ZeroFlush", "deepspeed_settings", "deepspeed_tuning",
            "SPEC", "KNOBS", "DEFAULT_REDUCE_BUCKET", "DeepSpeedOptions"]
@@ -57,8 +62,16 @@ REDUCE_SCATTER = Knob("deepspeed_no_reduce_scatter", "--deepspeed-no-reduce-scat
                       False, "deepspeed: reduce_scatter=false (stage 3 then all-reduces each "
                       "bucket).")
 COMM_DTYPE = Knob("deepspeed_communication_data_type", "--deepspeed-communication-data-type",
-                  Kind.TEXT, "", "deepspeed: communication_data_type (e.g. float32); empty: "
-                  "each gradient's own dtype.")
+                  Kind.TEXT, "", "deepspeed: communication_data_type, fp32, fp16 or bf16 (not "
+                  "read under --deepspeed-autocast); empty: as DeepSpeed decides it from the "
+                  "precision config and the parameter list's comm_dtype marks.")
+PRECISION = Knob("deepspeed_precision", "--deepspeed-precision", Kind.TEXT, "auto",
+                 "deepspeed: the precision config, fp32 (neither), bf16 (bf16.enabled) or fp16 "
+                 "(fp16.enabled), which sets the communication dtype; auto: the parameters' own "
+                 "dtype where they share one (float32 where they do not).")
+AUTOCAST = Knob("deepspeed_autocast", "--deepspeed-autocast", Kind.TEXT, "",
+                "deepspeed: torch_autocast with this dtype (bfloat16 or float16): Linear and Conv "
+                "gradients sent in it, as the parameter list's comm_dtype marks say; empty: off.")
 
 
 @dataclass(frozen=True)
@@ -70,6 +83,8 @@ class DeepSpeedOptions(Options):
     deepspeed_overlap_comm: str = OVERLAP.field()
     deepspeed_no_reduce_scatter: bool = REDUCE_SCATTER.field()
     deepspeed_communication_data_type: str = COMM_DTYPE.field()
+    deepspeed_precision: str = PRECISION.field()
+    deepspeed_autocast: str = AUTOCAST.field()
 
 
 KNOBS = DeepSpeedOptions.knobs()
@@ -149,7 +164,7 @@ def zero_flushes(numels: Sequence[int], dtypes: Sequence[str], order: Sequence[i
         if not members:
             return  # an empty bucket's flush sends nothing
         elements = sum(numels[i] for i in members)
-        if stage == 3 and reduce_scatter:
+        if stage == 3 and (reduce_scatter or elements > size):  # past the size: not contiguous
             sends = (dp * sum(-(-numels[i] // dp) for i in members),)
             kind = CollectiveKind.REDUCE_SCATTER
         elif stage < 3 and reduce_scatter and elements > size:  # one parameter past the size
@@ -183,11 +198,12 @@ def _elements(g: Grad) -> int:
 def deepspeed(grads: Sequence[Grad], opts, cost=None) -> Grouping:
     """ZeRO's flushes on ``dp`` = the cost model's ranks; each launched when the hook that
     flushed it ran (the end of backward for the last, and for every one without
-    ``overlap_comm``)."""
+    ``overlap_comm``), in its communication dtype (:mod:`.deepspeed_comm`), a split flush
+    as its pieces."""
     stage, dp = _stage(opts), (cost.gpus if cost is not None else 1)
     overlap = _overlap(opts, stage)
     size = opts.deepspeed_reduce_bucket_size or DEFAULT_REDUCE_BUCKET
-    dtypes = [opts.deepspeed_communication_data_type or g.dtype for g in grads]
+    dtypes, notes = comm_dtypes(grads, opts, stage)
     by_param = sorted(range(len(grads)), key=lambda i: (grads[i].order, i))
     hooks = by_param if stage == 1 and not overlap else list(range(len(grads)))
     flushes = zero_flushes([_elements(g) for g in grads], dtypes, hooks, stage, size, dp,
@@ -199,21 +215,30 @@ def deepspeed(grads: Sequence[Grad], opts, cost=None) -> Grouping:
         buckets.append(sorted(f.members))
         not_before.append(max(at, max(grads[i].ready_ms for i in f.members)))
         kinds.append(f.collective)
-        messages.append((sum(f.sends) * DTYPE_BYTES.get(f.dtype, 4), f.dtype))
+        width = DTYPE_BYTES.get(f.dtype, 4)
+        messages.append(Message(sum(f.sends) * width, f.dtype,
+                                tuple(n * width for n in f.sends) if len(f.sends) > 1 else ()))
     _attach_empty(grads, flushes, buckets, not_before, kinds, messages, end)
     buckets = [tuple(b) for b in buckets]
-    same = all(m == (sum(grads[i].nbytes for i in b), grads[b[0]].dtype)
+    same = all(m == (sum(grads[i].nbytes for i in b), grads[b[0]].dtype, ())
                for b, m in zip(buckets, messages))
-    notes = []
-    split = [len(f.sends) for f in flushes if len(f.sends) > 1]
-    if split:
-        notes.append(f"{len(split)} parameter(s) past reduce_bucket_size: DeepSpeed sends each as "
-                     f"{'/'.join(map(str, split))} all-reduces (its ZeRO partitions' pieces); "
-                     "costed as one, short of their extra latencies")
+    notes += _split_notes(grads, flushes)
     if not all(g.order_known for g in grads) and stage == 1 and not overlap:
         notes.append("some gradients have no known place in the model's parameter order: stage 1 "
                      "without overlap_comm walks that order; readiness order taken instead")
     return Grouping(buckets, not_before, kinds, None if same else messages, tuple(notes))
+
+
+def _split_notes(grads: Sequence[Grad], flushes: list[ZeroFlush]) -> list[str]:
+    """What the reader must know of the flushes DeepSpeed sends as several collectives."""
+    split = [f for f in flushes if len(f.sends) > 1]
+    if not split:
+        return []
+    shown = "; ".join(f"{grads[f.members[0]].name}: {' + '.join(f'{n:,}' for n in f.sends)}"
+                      for f in split[:3])
+    return [f"{len(split)} flush(es) of a parameter past reduce_bucket_size sent as several "
+            f"all-reduces, the pieces its ZeRO partitions cut ({shown}{'; ...' if len(split) > 3 else ''} "
+            "elements), each costed as its own collective"]
 
 
 def _attach_empty(grads, flushes, buckets, not_before, kinds, messages, end) -> None:
@@ -229,7 +254,7 @@ def _attach_empty(grads, flushes, buckets, not_before, kinds, messages, end) -> 
             buckets.append([])
             not_before.append(end)
             kinds.append(CollectiveKind.ALL_REDUCE)
-            messages.append((0, g.dtype))
+            messages.append(Message(0, g.dtype))
             k = len(buckets) - 1
         buckets[k] = sorted(buckets[k] + [i])
 
@@ -245,15 +270,28 @@ def deepspeed_settings(plan) -> dict[str, Any]:
         fields.append(f'"overlap_comm": {o.deepspeed_overlap_comm.lower()}')
     if o.deepspeed_no_reduce_scatter:
         fields.append('"reduce_scatter": false')
-    if o.deepspeed_communication_data_type:
-        fields.append(f'"communication_data_type": "{o.deepspeed_communication_data_type}"')
     text = '"zero_optimization": {' + ", ".join(fields) + "}"
     if len(text) > 76:
         text = '"zero_optimization": {\n' + ",\n".join("    " + f for f in fields) + "\n}"
+    text += "".join(",\n" + line for line in _precision_config(o))
     size = o.deepspeed_reduce_bucket_size or DEFAULT_REDUCE_BUCKET
     return {"framework": "deepspeed", "stage": stage, "reduce_bucket_size": size,
             "overlap_comm": _overlap(o, stage), "reduce_scatter": not o.deepspeed_no_reduce_scatter,
             "text": text}
+
+
+def _precision_config(o) -> list[str]:
+    """The config's precision lines the plan assumed, as DeepSpeed spells them."""
+    lines = []
+    autocast = dtype_named(o.deepspeed_autocast, "--deepspeed-autocast")
+    if autocast:
+        lines.append(f'"torch_autocast": {{"enabled": true, "dtype": "{autocast}"}}')
+    if o.deepspeed_precision.lower() in ("bf16", "fp16"):
+        lines.append(f'"{o.deepspeed_precision.lower()}": {{"enabled": true}}')
+    comm = dtype_named(o.deepspeed_communication_data_type, "--deepspeed-communication-data-type")
+    if comm:
+        lines.append(f'"communication_data_type": "{config_name(comm)}"')
+    return lines
 
 
 def deepspeed_tuning(inp, options):
@@ -270,4 +308,4 @@ def deepspeed_tuning(inp, options):
 
 SPEC = StrategySpec("deepspeed", deepspeed, DeepSpeedOptions, deepspeed_settings, deepspeed_tuning,
                     "DeepSpeed ZeRO", defaults=(BUCKET, OVERLAP),
-                    setup=(STAGE, REDUCE_SCATTER, COMM_DTYPE))
+                    setup=(STAGE, REDUCE_SCATTER, COMM_DTYPE, PRECISION, AUTOCAST))

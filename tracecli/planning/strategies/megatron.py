@@ -170,7 +170,7 @@ def megatron_buckets(grads: Sequence[Grad], opts, dp: int) -> list[MegatronBucke
     for i in params:
         g = grads[i]
         grad_dtype = "float32" if opts.megatron_grad_reduce_in_fp32 else g.dtype
-        keys.setdefault((g.dtype, grad_dtype, g.expert), []).append(i)
+        keys.setdefault((g.dtype, grad_dtype, g.meta.expert), []).append(i)
     size = megatron_bucket_size(opts, dp)
     ordered = [k for k in keys if not k[2]] + [k for k in keys if k[2]]
     result = []
@@ -179,7 +179,7 @@ def megatron_buckets(grads: Sequence[Grad], opts, dp: int) -> list[MegatronBucke
         layout = megatron_layout([_elements(grads[i]) for i in members], size,
                                  expert_dp if key[2] else dp, opts.megatron_distributed_optimizer,
                                  opts.megatron_pad_buckets_for_high_nccl_busbw,
-                                 [grads[i].shared_embedding for i in members])
+                                 [grads[i].meta.shared_embedding for i in members])
         for positions, start, end, unpadded in layout:
             result.append(MegatronBucket(b, tuple(members[p] for p in positions), start, end,
                                          unpadded))

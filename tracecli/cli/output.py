@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import sys
 from typing import TYPE_CHECKING, Iterable, Optional, Union
 
 import click
@@ -45,9 +47,29 @@ def machine(text: str) -> None:
     click.echo(text, nl=False, color=True)
 
 
+def text_width() -> Optional[int]:
+    """The width prose is wrapped at on stderr: ``COLUMNS`` where set, else the terminal's
+    where stderr is one; ``None`` (one line a notice, for logs and grep) otherwise."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    if sys.stderr.isatty():
+        return shutil.get_terminal_size().columns
+    return None
+
+
 def notice(text: Optional[str]) -> None:
-    if text:
-        click.secho(f"tracecli: {text}", fg="yellow", err=True)
+    """``tracecli: TEXT`` on stderr, wrapped (at spaces, never between a number and its
+    unit; later lines indented) at :func:`text_width`."""
+    if not text:
+        return
+    text = f"tracecli: {text}"
+    width = text_width()
+    if width is not None and len(text) > width:
+        from ..render.layout import wrap_plain
+
+        text = "\n".join(wrap_plain(text, width, indent="  "))
+    click.secho(text, fg="yellow", err=True)
 
 
 @contextlib.contextmanager
@@ -144,7 +166,9 @@ def emit(result: Result, options: Output) -> None:
     else:
         view = result.view(options.top)
         if view is not None:
-            console().print(view)
+            from ..render.layout import fit_prose
+
+            console().print(fit_prose(view))
         lines = result.lines()
         if lines is not None:  # whole lines, never cut or wrapped by a table
             click.echo("\n".join(lines))

@@ -177,14 +177,15 @@ class DryRunResult(Result):
     def json_text(self) -> str:
         return jsonout.dumps(self.plan.to_json())
 
-    def view(self, top=None):
+    def view(self, top=None):  # the last line is prose: it wraps at the console's width
+        from rich.console import Group
+        from rich.text import Text
+
         from ..render.plans import plan_view
 
-        return plan_view(self.plan, top)
-
-    def lines(self):
-        return [f"dry run: {self.world} ranks ({self.backend}) would replay {self.iters} "
-                f"iterations after {self.warmup} warm-up; nothing was started"]
+        return Group(plan_view(self.plan, top), Text(
+            f"dry run: {self.world} ranks ({self.backend}) would replay {self.iters} "
+            f"iterations after {self.warmup} warm-up; nothing was started"))
 
 
 class ReplayResult(Result):

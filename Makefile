@@ -1,6 +1,7 @@
 # Two set-up commands work on a fresh machine with only Python 3.10+:
 #   make demo   installs into .venv and runs the main job on the sample traces
 #   make test   installs into .venv and runs the whole test suite
+#   (make test-fast: the suite without the tests marked slow, for a quick loop)
 PYTHON ?= python3
 VENV ?= .venv
 BIN = $(VENV)/bin
@@ -12,7 +13,7 @@ TORCH_INDEX ?=
 # DeepSpeed is a source package: built against the torch above, without its CUDA ops).
 FRAMEWORKS ?= megatron-core==0.16.1 deepspeed==0.19.8
 
-.PHONY: demo test bench clean
+.PHONY: demo test test-fast bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +33,10 @@ demo: $(BIN)/.installed
 
 test: $(BIN)/.installed
 	$(BIN)/python -m pytest -q
+
+# the fast loop: everything but fuzzing, long hypothesis runs and real multi-process replays
+test-fast: $(BIN)/.installed
+	$(BIN)/python -m pytest -q -m "not slow"
 
 bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/parse_scale.py

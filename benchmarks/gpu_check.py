@@ -7,7 +7,7 @@ On a machine with 1, 2, 4 or 8 visible GPUs (more: the largest of those) it runs
 - ``one rank``: a replay on one GPU through the library (``CudaStep``, events, the spin's
   calibration and rescaling, verification): iteration against the plan, compute and spin
   drift;
-- ``pytest nccl``: tests/test_replay.py's NCCL replay test;
+- ``pytest nccl``: tests/replay/test_replay.py's NCCL replay test;
 - ``calibrate``: ``tracecli calibrate --backend nccl``, and beside it nccl-tests'
   ``all_reduce_perf`` at the same sizes when it is on PATH (or in ``$NCCL_TESTS_DIR``);
 - ``replay --baseline``: the VGG-19 sample calibrated in place, with the bare loop;
@@ -160,7 +160,7 @@ FAST = ("--network", "10gbe")  # a given cost model: no calibration before the f
 CHECKS = [
     Check("one rank", 1, lambda n, t: [sys.executable, __file__, "--one-rank"], judge_one_rank),
     Check("pytest nccl", 2, lambda n, t: [sys.executable, "-m", "pytest", "-q", "-p",
-                                          "no:cacheprovider", "tests/test_replay.py", "-k",
+                                          "no:cacheprovider", "tests/replay/test_replay.py", "-k",
                                           "nccl_replay_on_gpu"], judge_exit0),
     Check("calibrate", 2, lambda n, t: tracecli("calibrate", "--backend", "nccl", "--gpus", n,
                                                 "--min-size", "4KiB", "--max-size", "256MiB",

@@ -13,7 +13,11 @@ process tree summed (sampled from /proc every 20 ms), for a run of ``--small`` r
 ``--ranks`` ranks: under 1.5 GB, and each added rank adds only its kept records (steps and
 collectives, at most 5% of its trace's size), not its trace.
 
-    python benchmarks/multirank_scale.py [--ranks 64] [--mb 20] [--small 8]
+Then what ``--estimate`` ranks (default 1,024, the most a run may hold) would take, by the
+measured slope between the ``--small`` and the ``--ranks`` run: seconds and memory per added
+rank.
+
+    python benchmarks/multirank_scale.py [--ranks 64] [--mb 20] [--small 8] [--estimate 1024]
 """
 
 from __future__ import annotations
@@ -149,6 +153,8 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, default=64)
     parser.add_argument("--mb", type=float, default=20.0)
     parser.add_argument("--small", type=int, default=8)
+    parser.add_argument("--estimate", type=int, default=1024,
+                        help="ranks to estimate the time and memory of, by the measured slope")
     parser.add_argument("--dir", help="where to write the run (default: a temporary directory)")
     args = parser.parse_args()
     cores = os.cpu_count() or 1
@@ -171,35 +177,49 @@ def main() -> None:
         alone = min((measure(one) for _ in range(2)), key=lambda m: m["seconds"])
         few = measure(small)
         run = measure(big)
-        target = (args.ranks / cores) * alone["seconds"] * TARGET_FACTOR
-        print(f"one rank ({files[0].stat().st_size / 1e6:.1f} MB): {alone['seconds']:.2f} s, "
-              f"peak {alone['largest_mb']:.0f} MB")
-        print(f"{args.small} ranks: {few['seconds']:.2f} s, largest process "
-              f"{few['largest_mb']:.0f} MB, whole tree {few['tree_mb']:.0f} MB")
-        print(f"{args.ranks} ranks: {run['seconds']:.2f} s, largest process "
-              f"{run['largest_mb']:.0f} MB, whole tree {run['tree_mb']:.0f} MB, "
-              f"{run['collectives']} collectives matched")
-        described = big / "run.json"  # multirank_input.py's: the offsets its run holds
-        expected = json.loads(described.read_text()).get("clock_offset_us") \
-            if described.is_file() else None
-        if expected:
-            errors = [abs(run["offsets"][r] - v) for r, v in expected.items()
-                      if run["offsets"].get(r) is not None]
-            print(f"clock offsets of {len(errors)} ranks against multirank_input.py's "
-                  f"(source truth + added): largest error {max(errors):,.0f} us, median "
-                  f"{sorted(errors)[len(errors) // 2]:,.0f} us")
-        ok_time = run["seconds"] <= target
-        print(f"time: {run['seconds']:.2f} s vs target ({args.ranks}/{cores}) x "
-              f"{alone['seconds']:.2f} s x {TARGET_FACTOR} = {target:.2f} s: "
-              f"{'met' if ok_time else 'NOT met'}")
-        per_rank = (run["tree_mb"] - few["tree_mb"]) / max(1, args.ranks - args.small)
-        trace_mb = files[0].stat().st_size / 1e6
-        ok_mem = run["tree_mb"] <= MEMORY_LIMIT_MB and per_rank <= GROWTH_FRACTION * trace_mb
-        print(f"memory: whole tree {run['tree_mb']:.0f} MB with {args.ranks} ranks (limit "
-              f"{MEMORY_LIMIT_MB}), {few['tree_mb']:.0f} MB with {args.small}: "
-              f"{per_rank:.2f} MB more per rank (what it keeps of a {trace_mb:.0f} MB trace; "
-              f"bound {GROWTH_FRACTION:.0%} of it); largest process {run['largest_mb']:.0f} MB "
-              f"vs {few['largest_mb']:.0f} MB: {'met' if ok_mem else 'NOT met'}")
+        _report(args, cores, files, big, alone, few, run)
+
+
+def _report(args, cores: int, files: list, big: Path, alone: dict, few: dict, run: dict) -> None:
+    """The figures: each run's time and memory, against the targets, and the estimate."""
+    target = (args.ranks / cores) * alone["seconds"] * TARGET_FACTOR
+    print(f"one rank ({files[0].stat().st_size / 1e6:.1f} MB): {alone['seconds']:.2f} s, "
+          f"peak {alone['largest_mb']:.0f} MB")
+    print(f"{args.small} ranks: {few['seconds']:.2f} s, largest process "
+          f"{few['largest_mb']:.0f} MB, whole tree {few['tree_mb']:.0f} MB")
+    print(f"{args.ranks} ranks: {run['seconds']:.2f} s, largest process "
+          f"{run['largest_mb']:.0f} MB, whole tree {run['tree_mb']:.0f} MB, "
+          f"{run['collectives']} collectives matched")
+    described = big / "run.json"  # multirank_input.py's: the offsets its run holds
+    expected = json.loads(described.read_text()).get("clock_offset_us") \
+        if described.is_file() else None
+    if expected:
+        errors = [abs(run["offsets"][r] - v) for r, v in expected.items()
+                  if run["offsets"].get(r) is not None]
+        print(f"clock offsets of {len(errors)} ranks against multirank_input.py's "
+              f"(source truth + added): largest error {max(errors):,.0f} us, median "
+              f"{sorted(errors)[len(errors) // 2]:,.0f} us")
+    ok_time = run["seconds"] <= target
+    print(f"time: {run['seconds']:.2f} s vs target ({args.ranks}/{cores}) x "
+          f"{alone['seconds']:.2f} s x {TARGET_FACTOR} = {target:.2f} s: "
+          f"{'met' if ok_time else 'NOT met'}")
+    per_rank = (run["tree_mb"] - few["tree_mb"]) / max(1, args.ranks - args.small)
+    trace_mb = files[0].stat().st_size / 1e6
+    ok_mem = run["tree_mb"] <= MEMORY_LIMIT_MB and per_rank <= GROWTH_FRACTION * trace_mb
+    print(f"memory: whole tree {run['tree_mb']:.0f} MB with {args.ranks} ranks (limit "
+          f"{MEMORY_LIMIT_MB}), {few['tree_mb']:.0f} MB with {args.small}: "
+          f"{per_rank:.2f} MB more per rank (what it keeps of a {trace_mb:.0f} MB trace; "
+          f"bound {GROWTH_FRACTION:.0%} of it); largest process {run['largest_mb']:.0f} MB "
+          f"vs {few['largest_mb']:.0f} MB: {'met' if ok_mem else 'NOT met'}")
+    slope_s = (run["seconds"] - few["seconds"]) / max(1, args.ranks - args.small)
+    extra = args.estimate - args.ranks
+    print(f"{args.estimate:,} ranks, by the measured slope ({slope_s:.3f} s and "
+          f"{per_rank:.2f} MB a rank from {args.small} to {args.ranks} ranks): about "
+          f"{run['seconds'] + slope_s * extra:.0f} s and a tree of "
+          f"{run['tree_mb'] + per_rank * extra:.0f} MB on these {cores} cores "
+          f"(target there: ({args.estimate}/{cores}) x {alone['seconds']:.2f} s x "
+          f"{TARGET_FACTOR} = {(args.estimate / cores) * alone['seconds'] * TARGET_FACTOR:.0f} s)")
+
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 The contract, for any input: exit 0 with valid JSON on stdout, or exit 2 with exactly one
 line on stderr naming one of the files; never exit 1 (a bug), never more than 10 s, never
 more than 1 GB. ``run_campaign`` checks it on seeded mutants of small real inputs; the CI
-test runs a few thousand (``tests/test_fuzz.py``), ``benchmarks/fuzz.py`` a hundred thousand.
+test runs a few thousand (``tests/cli/test_fuzz.py``), ``benchmarks/fuzz.py`` a hundred thousand.
 
 Run as a script it is the campaign's worker (a fresh process with an address-space limit,
 so its peak memory is its own): ``python tests/fuzzing.py --count N --seed S``; it prints

@@ -75,7 +75,7 @@ def _topo(gpu: str, nodes: int, per: int, nic_gbps: float, nics: int, version: s
 
 def _rtx() -> NcclModel:
     # 2 ranks sharing one RTX 5090 (sm120) as 2 nodes over sockets; the graphs solved from the
-    # run's own TUNING log (tests/test_nccl_tuning.py: 2 x 1.2 ring, 4 x 1.2 tree, pattern TREE)
+    # run's own TUNING log (tests/costs/test_nccl_tuning.py: 2 x 1.2 ring, 4 x 1.2 tree, pattern TREE)
     return NcclModel(Topology(2, 1), 120, AlgoGraph(2, 1.2, 1.2, nvlink=False, ll128=False),
                      AlgoGraph(4, 1.2, 1.2, nvlink=False, ll128=False), "2.29.7",
                      tree_pattern_tree=True, name="nccl", device="rtx5090", intra="pcie",

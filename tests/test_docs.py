@@ -42,7 +42,7 @@ UPDATE = "python tests/test_docs.py --update"
 FOREIGN = {"--nnodes", "--nproc-per-node", "--overlap-grad-reduce", "--ddp-bucket-size",
            "--use-distributed-optimizer", "--accumulate-allreduce-grads-in-fp32",
            "--all_reduce_spec", "--agg_small_grads_max_bytes", "--agg_small_grads_max_group",
-           "--nccl-only", "--write", "--update"}  # and the benchmarks', and this test's own
+           "--nccl-only", "--write", "--update", "--ranks"}  # and the benchmarks', and this test's own
 
 
 # -- reading the pages --------------------------------------------------------------------
@@ -395,6 +395,17 @@ def status_documents() -> list[dict]:
     return [json.loads(result.stdout)]
 
 
+def diff_documents() -> list[dict]:
+    """``diff --json`` of two runs, and with the plan file the second was made from."""
+    before, after = F + "multirank/gloo2_diff_cap25", F + "multirank/gloo2_diff_cap05"
+    with tempfile.TemporaryDirectory() as tmp:
+        plan = os.path.join(tmp, "plan.json")
+        printed("plan-buckets", before, "--strategy", "ddp", "--max-bytes", "0.5MiB", "--json",
+                "--out", plan)
+        return [printed("diff", before, after, "--json"),
+                printed("diff", before, after, "--plan", plan, "--json")]
+
+
 def plan_documents() -> list[dict]:
     strategies = ("ddp", "horovod", "tf-spec", "megatron", "deepspeed", "optimal")
     return [printed("plan-buckets", VGG, "--json"),
@@ -426,8 +437,10 @@ SCHEMAS = {
         {"graph", "time_model"}, set(), ()),  # both as in cost_model (checked there)
     "inspect RUN --json": (
         lambda: [printed("inspect", F + "multirank/" + case, "--json")
-                 for case in ("gloo2_twogroups", "gloo4_straggler_offsets")],
+                 for case in ("gloo2_twogroups", "gloo4_straggler_offsets", "gloo4_alltoallv",
+                              "gloo2_pipeline", "gloo4_backward_straggler")],
         set(), {"count", "reason"}, ()),  # unmatched entries: every fixture's collectives match
+    "diff --json": (diff_documents, set(), set(), ()),
     "status --json": (status_documents, {"options"}, set(), ()),
     "export --to json": (lambda: [printed("export", t, "--to", "json", "-o", "-") for t in (VGG, TF, A100)],
                          {"attrs"}, set(), ()),

@@ -46,7 +46,7 @@ def here(tmp_path, monkeypatch):
 
 def test_the_three_lines_work_as_typed_on_the_chainer_dump(here):
     """As typed (replay as a dry run: the real replay of this plan takes minutes on a small
-    CPU machine; tests/test_replay.py replays plans for real)."""
+    CPU machine; tests/replay/test_replay.py replays plans for real)."""
     assert run("inspect", VGG).exit_code == 0
     assert run("plan-buckets", "--max-bytes", "32k").exit_code == 0
     result = run("replay", "--gpus", "4", "--dry-run")

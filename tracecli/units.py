@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import re
 
-__all__ = ["parse_size", "parse_sizes", "format_size", "SIZE_SUFFIXES", "MAX_SIZES"]
+__all__ = ["parse_size", "parse_sizes", "format_size", "SIZE_SUFFIXES", "MAX_SIZES", "size_text"]
 
 SIZE_SUFFIXES = {
     "": 1,
@@ -132,3 +132,16 @@ def format_size(nbytes: float | int | None) -> str:
         if abs(value) < 1024 or unit == "TiB":
             return f"{value:.1f} {unit}"
     raise AssertionError("unreachable")
+
+
+def size_text(nbytes: int) -> str:
+    """The shortest exact text :func:`parse_size` reads back as ``nbytes`` (a default shown in
+    ``--help``).
+
+    >>> size_text(4096), size_text(256 << 20), size_text(1 << 30), size_text(1000)
+    ('4KiB', '256MiB', '1GiB', '1000')
+    """
+    for unit, shift in (("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if nbytes and nbytes % (1 << shift) == 0:
+            return f"{nbytes >> shift}{unit}"
+    return str(nbytes)

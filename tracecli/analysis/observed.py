@@ -55,6 +55,76 @@ def _ready_ms(trace: Trace, ready: Readiness) -> list[float]:
     return times
 
 
+class _Matcher:
+    """Each gradient all-reduce of the step, in launch order, takes the earliest unassigned
+    gradients of its dtype ready before its launch (see the module's docstring)."""
+
+    def __init__(self, grads, ready_at: list[float], by_sizes: bool):
+        self.grads, self.ready_at, self.by_sizes = grads, ready_at, by_sizes
+        self.queues: dict[Optional[str], list[int]] = {}
+        for i, g in enumerate(grads):  # each dtype's gradients, in readiness order
+            self.queues.setdefault(g.dtype if by_sizes else None, []).append(i)
+        self.fronts = {key: 0 for key in self.queues}
+        self.assigned: set[int] = set()
+        self.buckets: list[ObservedBucket] = []
+        self.problems: list[str] = []
+        self.failed = False
+
+    def take(self, k: int, c: Collective) -> None:
+        if self.failed:
+            self.buckets.append(ObservedBucket(c, None, "follows an unmatched all-reduce"))
+            return
+        key = c.dtype if self.by_sizes else None
+        if self.by_sizes and key is None and len(self.queues) == 1:  # the trace gives no
+            key = next(iter(self.queues))                             # dtype: its gradients' one
+        queue, front = self.queues.get(key, []), self.fronts.get(key, 0)
+        end = front
+        while end < len(queue) and self.ready_at[queue[end]] <= c.launch_ms + _SLACK_MS:
+            end += 1
+        if self.by_sizes:
+            self._by_size(k, c, key, queue, front, end)
+        else:
+            self._by_order(k, c, key, queue, front, end)
+
+    def _assign(self, c: Collective, key, queue: list[int], front: int, stop: int,
+                note: Optional[str] = None) -> None:
+        members = tuple(queue[front:stop])
+        self.fronts[key] = stop
+        self.assigned.update(members)
+        self.buckets.append(ObservedBucket(c, members, note))
+
+    def _by_order(self, k: int, c: Collective, key, queue: list[int], front: int, end: int) -> None:
+        if end == front:
+            self.failed = True
+            self.problems.append(f"all-reduce {k} was launched before any unassigned gradient "
+                                 "was ready")
+            self.buckets.append(ObservedBucket(c, None, "no gradient ready before its launch"))
+            return
+        self._assign(c, key, queue, front, end, "members from launch order (the trace records "
+                                                "no shapes)")
+
+    def _by_size(self, k: int, c: Collective, key, queue: list[int], front: int, end: int) -> None:
+        grads = self.grads
+        total, stop = 0, front
+        padded = c.kind is CollectiveKind.REDUCE_SCATTER
+        while stop < end and (total + grads[queue[stop]].elements <= c.elements if padded
+                              else total < c.elements):
+            total += grads[queue[stop]].elements
+            stop += 1
+        if (total == c.elements or (padded and total <= c.elements)) and stop > front:
+            self._assign(c, key, queue, front, stop)
+            return
+        self.failed = True
+        available = sum(grads[i].elements for i in queue[front:end])
+        self.problems.append(
+            f"all-reduce {k} ({c.elements:,} {c.dtype} elements) is no run of the "
+            f"{end - front} unassigned {c.dtype} gradients ready before its launch "
+            f"({available:,} elements): the bucket holds parameters without a gradient this "
+            "step (find_unused_parameters=True, frozen parameters) or a comm hook changes "
+            "its size")
+        self.buckets.append(ObservedBucket(c, None, "no run of ready gradients adds up to it"))
+
+
 def observed_run(trace: Trace, ready: Readiness) -> ObservedRun:
     """Match the traced step's gradient all-reduces to ``ready.gradients``."""
     step = trace.step.index if trace.step is not None else None
@@ -63,69 +133,20 @@ def observed_run(trace: Trace, ready: Readiness) -> ObservedRun:
     ready_at = _ready_ms(trace, ready)
     by_sizes = all(g.elements is not None and g.dtype is not None for g in grads) and \
         all(c.elements is not None for c in collectives)
-    queues: dict[Optional[str], list[int]] = {}
-    for i, g in enumerate(grads):  # each dtype's gradients, in readiness order
-        queues.setdefault(g.dtype if by_sizes else None, []).append(i)
-    fronts = {key: 0 for key in queues}
-    assigned: set[int] = set()
-    buckets: list[ObservedBucket] = []
-    problems: list[str] = []
-    failed = False
+    m = _Matcher(grads, ready_at, by_sizes)
     for k, c in enumerate(collectives):
-        if failed:
-            buckets.append(ObservedBucket(c, None, "follows an unmatched all-reduce"))
-            continue
-        key = c.dtype if by_sizes else None
-        if by_sizes and key is None and len(queues) == 1:  # the trace gives no dtype: its
-            key = next(iter(queues))                        # gradients' one dtype
-        queue, front = queues.get(key, []), fronts.get(key, 0)
-        end = front
-        while end < len(queue) and ready_at[queue[end]] <= c.launch_ms + _SLACK_MS:
-            end += 1
-        if not by_sizes:
-            if end == front:
-                failed = True
-                problems.append(f"all-reduce {k} was launched before any unassigned gradient "
-                                "was ready")
-                buckets.append(ObservedBucket(c, None, "no gradient ready before its launch"))
-                continue
-            members = tuple(queue[front:end])
-            fronts[key] = end
-            assigned.update(members)
-            buckets.append(ObservedBucket(c, members, "members from launch order (the trace "
-                                                      "records no shapes)"))
-            continue
-        total, stop = 0, front
-        padded = c.kind is CollectiveKind.REDUCE_SCATTER
-        while stop < end and (total + grads[queue[stop]].elements <= c.elements if padded
-                              else total < c.elements):
-            total += grads[queue[stop]].elements
-            stop += 1
-        if (total == c.elements or (padded and total <= c.elements)) and stop > front:
-            members = tuple(queue[front:stop])
-            fronts[key] = stop
-            assigned.update(members)
-            buckets.append(ObservedBucket(c, members))
-            continue
-        failed = True
-        available = sum(grads[i].elements for i in queue[front:end])
-        problems.append(
-            f"all-reduce {k} ({c.elements:,} {c.dtype} elements) is no run of the "
-            f"{end - front} unassigned {c.dtype} gradients ready before its launch "
-            f"({available:,} elements): the bucket holds parameters without a gradient this "
-            "step (find_unused_parameters=True, frozen parameters) or a comm hook changes "
-            "its size")
-        buckets.append(ObservedBucket(c, None, "no run of ready gradients adds up to it"))
-    if by_sizes and not failed and collectives and len(assigned) < len(grads):
-        _after_backward(trace, step, collectives[-1].launch_ms, grads, ready_at, queues, fronts,
-                        assigned, buckets)
-    unassigned = tuple(i for i in range(len(grads)) if i not in assigned)
+        m.take(k, c)
+    if by_sizes and not m.failed and collectives and len(m.assigned) < len(grads):
+        _after_backward(trace, step, collectives[-1].launch_ms, grads, ready_at, m.queues,
+                        m.fronts, m.assigned, m.buckets)
+    unassigned = tuple(i for i in range(len(grads)) if i not in m.assigned)
+    problems = m.problems
     if not collectives:
         problems.append("the traced step has no gradient all-reduce")
-    elif unassigned and not failed:
+    elif unassigned and not m.failed:
         problems.append(f"{len(unassigned)} gradients are in no all-reduce of the step (e.g. "
                         f"{grads[unassigned[0]].name}): no_sync(), or a comm hook")
-    return ObservedRun(step, tuple(buckets), unassigned, tuple(problems), by_sizes)
+    return ObservedRun(step, tuple(m.buckets), unassigned, tuple(problems), by_sizes)
 
 
 def measured_allreduces(trace: Trace) -> tuple[list[tuple[int, float]], Optional[int], Optional[str]]:

@@ -22,7 +22,7 @@ The autograd replay walks the backward graph from the records (each forward op's
 each array's creator), not from ``trace.graph``: building the networkx graph for it takes
 ``inspect --json`` on a 100,000-op dump from 2.4 s to 3.2 s, and reading its adjacency
 instead of the records to 4.0 s, past the 3 s target (:mod:`tracecli.model.graph` has the
-measurement). ``tests/test_graph_build.py`` replays on the graph and checks the orders agree.
+measurement). ``tests/model/test_graph_build.py`` replays on the graph and checks the orders agree.
 """
 
 from __future__ import annotations

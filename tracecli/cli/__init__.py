@@ -1,6 +1,6 @@
 """The command line: parse options, call the library, hand the result to one ``emit``.
 
-One module per command (:mod:`.inspect`, :mod:`.collective`, :mod:`.export`, :mod:`.plan`, :mod:`.replay`,
+One module per command (:mod:`.inspect`, :mod:`.collective`, :mod:`.diff`, :mod:`.export`, :mod:`.plan`, :mod:`.replay`,
 :mod:`.calibrate`, :mod:`.status`), each registered on the group in :mod:`.group`, which
 turns every error into one line in one place. Options shared by commands are declared in
 :mod:`.options` (strategies in :mod:`.strategy`, output in :mod:`.output`), parameter
@@ -8,6 +8,6 @@ types in :mod:`.types`; :mod:`.inputs` finds TRACE (as given or remembered by th
 """
 
 from .group import cli
-from . import calibrate, collective, export, inspect, plan, replay, status  # noqa: F401,E402 - registers
+from . import calibrate, collective, diff, export, inspect, plan, replay, status  # noqa: F401,E402 - registers
 
 __all__ = ["cli"]

@@ -7,6 +7,8 @@ from dataclasses import replace
 import click
 
 from ..pipeline import replay as replaying
+from ..replay.jobs import Sweep
+from ..units import size_text
 from .results import CalibrationResult
 from .group import cli
 from .inputs import silent_rank
@@ -20,15 +22,15 @@ from .types import POSITIVE_SIZE
 @cli.command()
 @ranks_option
 @process_options
-@click.option("--min-size", type=POSITIVE_SIZE, default="4KiB", show_default=True,
+@click.option("--min-size", type=POSITIVE_SIZE, default=size_text(Sweep.min_bytes), show_default=True,
               help="Smallest all-reduce, bytes.")
-@click.option("--max-size", type=POSITIVE_SIZE, default="256MiB", show_default=True,
+@click.option("--max-size", type=POSITIVE_SIZE, default=size_text(Sweep.max_bytes), show_default=True,
               help="Largest all-reduce, bytes.")
-@click.option("--points", type=click.IntRange(2, 1000), default=12, show_default=True,
+@click.option("--points", type=click.IntRange(2, 1000), default=Sweep.points, show_default=True,
               help="Sizes, log-spaced between --min-size and --max-size.")
-@click.option("--warmup", type=click.IntRange(0, 100_000), default=3, show_default=True,
+@click.option("--warmup", type=click.IntRange(0, 100_000), default=Sweep.warmup, show_default=True,
               help="Untimed runs per size.")
-@click.option("--iters", type=click.IntRange(1, 100_000), default=10, show_default=True,
+@click.option("--iters", type=click.IntRange(1, 100_000), default=Sweep.iters, show_default=True,
               help="Timed runs per size.")
 @topology_options
 @gpu_option
@@ -42,7 +44,7 @@ def calibrate(ctx, min_size, max_size, points, warmup, iters, **kw):
     With topology flags (--nodes, --platform, ...), NCCL's model of that topology is shown
     beside each measured size.
     """
-    from ..replay import CalibrationJob, Sweep, run_calibration
+    from ..replay import CalibrationJob, run_calibration
 
     if max_size < min_size:
         raise click.BadParameter("must not be below --min-size", param_hint="--max-size")

@@ -18,7 +18,7 @@ from ..costs.nccl.versions import DEFAULT_VERSION
 from ..limits import DEFAULT_DEVICE, MAX_RANKS
 from ..parsers import FORMATS
 from ..pipeline import DEFAULT_GPUS, ComputeRequest, CostRequest
-from ..replay.jobs import BACKENDS
+from ..replay.jobs import BACKENDS, Ranks
 from .inputs import given
 from .types import MS, Number, options
 
@@ -115,13 +115,13 @@ cost_options = options(
                  f"{DEFAULT_GPUS})."),
     network_options)
 
-ranks_option = click.option("--gpus", type=click.IntRange(2, 4096), default=2, show_default=True,
+ranks_option = click.option("--gpus", type=click.IntRange(2, 4096), default=Ranks.gpus, show_default=True,
                             help="Ranks to start (ignored under torchrun, which sets the world).")
 
 process_options = options(
-    click.option("--backend", type=click.Choice(list(BACKENDS)), default="auto",
+    click.option("--backend", type=click.Choice(list(BACKENDS)), default=Ranks.backend,
                  show_default=True, help="auto: NCCL when --gpus CUDA devices are visible, else gloo."),
-    click.option("--timeout", type=Number(1, 86400, "s"), default=30.0, show_default=True,
+    click.option("--timeout", type=Number(1, 86400, "s"), default=Ranks.timeout_s, show_default=True,
                  help="Collective timeout, s: a rank that hangs or dies stops all ranks within "
                  "it (and 3 s to stop them); NCCL's own timeout adds the emulated step."),
     click.option("--oversubscribe", is_flag=True, help="Start more CPU ranks than this machine "

@@ -9,6 +9,7 @@ import click
 from ..pipeline import replay as replaying
 from ..pipeline.replay import replay_inputs, replay_job
 from ..planning.inputs import left_out_notice
+from ..replay.jobs import ReplayJob
 from .results import DryRunResult, ReplayResult
 from .session import STATE_DIR
 from .group import cli
@@ -30,9 +31,9 @@ from .strategy import STRATEGY_KEYS, strategy_from, strategy_options
 @process_options
 @click.option("--plan", "plan_file", metavar="PLAN.json", help="Replay a plan file instead of "
               "planning TRACE.")
-@click.option("--iters", type=click.IntRange(1, 100_000), default=20, show_default=True,
+@click.option("--iters", type=click.IntRange(1, 100_000), default=ReplayJob.iters, show_default=True,
               help="Timed iterations.")
-@click.option("--warmup", type=click.IntRange(0, 100_000), default=3, show_default=True,
+@click.option("--warmup", type=click.IntRange(0, 100_000), default=ReplayJob.warmup, show_default=True,
               help="Untimed iterations first.")
 @click.option("--baseline", is_flag=True, help="Also time a bare all-reduce of each bucket "
               "(the replay's own overhead).")

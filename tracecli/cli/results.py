@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Result", "InspectResult", "RunResult", "RunExportResult", "ExportResult",
            "PlanResult", "CompareResult", "DryRunResult", "ReplayResult", "CalibrationResult",
-           "StatusResult", "CollectiveResult"]
+           "StatusResult", "CollectiveResult", "DiffResult"]
 
 
 class Result:
@@ -274,3 +274,20 @@ class CollectiveResult(Result):
         from ..render.collective import collective_view
 
         return collective_view(self.op, self.model, self.rows, self.measured)
+
+
+class DiffResult(Result):
+    """Two runs side by side (``tracecli diff``), and did the advice work (``--plan``)."""
+
+    def __init__(self, diff, advice=None):
+        self.diff, self.advice = diff, advice
+
+    def json_text(self) -> str:
+        from ..render.diff import diff_json
+
+        return jsonout.dumps(diff_json(self.diff, self.advice))
+
+    def view(self, top=None):
+        from ..render.diff import diff_view
+
+        return diff_view(self.diff, self.advice)

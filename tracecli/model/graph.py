@@ -15,7 +15,7 @@ graph's adjacency instead of the records (each relation a scan of a node's edges
 record holds a tuple); on the 500,000-line op list 2.8 s without, 4.8 s with it. The
 ``+graph`` rows of ``parse_scale.py`` measure it again (``docs/trace-graph.md`` has the
 table); the tests check that the records' pairing and replay agree with the graph
-(``tests/test_graph_build.py``).
+(``tests/model/test_graph_build.py``).
 
 networkx costs a tenth of a second to import, so it is imported when the first graph is
 built. This module is the only place that knows networkx.

@@ -96,7 +96,14 @@ class CollectiveKind(str, enum.Enum):
     GATHER = "gather"
     SCATTER = "scatter"
     BARRIER = "barrier"
+    SEND = "send"  # point-to-point (Chakra: COMM_SEND_NODE), pipeline stages' activations
+    RECV = "recv"  # (Chakra: COMM_RECV_NODE)
     OTHER = "other"
+
+    @property
+    def point_to_point(self) -> bool:
+        """A send or a recv: two ranks, matched by their peers, not by a group's order."""
+        return self in (CollectiveKind.SEND, CollectiveKind.RECV)
 
 
 class Purpose(str, enum.Enum):

@@ -89,10 +89,18 @@ class Link(NamedTuple):
 class Collective(NamedTuple):
     """One collective the traced run executed; times in ms from its step's start.
 
-    ``launch_ms`` is when the host issued it, ``start_ms``/``end_ms`` when it ran (the
-    device kernel on GPUs, the transport thread on gloo); :class:`Purpose` says what it was for:
-    ``buffers``, ``unused-map`` or ``other``; ``op`` is its launching op's id when that op
-    belongs to the traced step.
+    ``launch_ms`` is when it was issued, ``start_ms``/``end_ms`` when it ran (the device
+    kernel on GPUs, the transport thread on gloo); on a GPU trace every time is the device's
+    (a launch: when the compute the host had issued before it was done on the device).
+    :class:`Purpose` says what it was for: ``buffers``, ``unused-map`` or ``other``; ``op``
+    is its launching op's id when that op belongs to the traced step.
+
+    What one rank's view of a run needs besides: ``group``, the process group's name (as
+    recorded, or as inferred from where it ran, see :mod:`tracecli.run.groups`), ``seq`` its
+    sequence number in that group where torch records it, ``peer`` the other rank of a
+    send or recv (global rank), ``splits`` an all-to-all-v's ``(input, output)`` split sizes
+    (rows per rank, as passed to ``all_to_all_single``), ``out_elements`` what it received,
+    and ``line``, its launch's line in the trace file.
     """
 
     id: str
@@ -108,6 +116,12 @@ class Collective(NamedTuple):
     group_size: Optional[int] = None
     op: Optional[str] = None
     lane: Optional[str] = None  # where it ran: its GPU stream (or gloo's worker thread)
+    group: Optional[str] = None
+    seq: Optional[int] = None
+    peer: Optional[int] = None
+    splits: Optional[tuple[tuple[int, ...], tuple[int, ...]]] = None
+    out_elements: Optional[int] = None
+    line: Optional[int] = None
 
 
 class StepInfo(NamedTuple):

@@ -8,7 +8,7 @@ record takes its partner's layer.
 The pairing reads the records, and its pairs become the ``BACKWARD_OF`` edges of
 ``trace.graph`` when that is built: the graph is not built while parsing, since that takes
 ``inspect --json`` on a 100,000-op dump past its 3 s target (:mod:`tracecli.model.graph`
-has the measurement). ``tests/test_graph_build.py`` checks every pair against the graph.
+has the measurement). ``tests/model/test_graph_build.py`` checks every pair against the graph.
 """
 
 from __future__ import annotations

@@ -16,6 +16,11 @@ last step with a backward pass):
   its launch's correlation id; the ``gloo:*`` annotation of gloo's worker thread), and
   its purpose (``gradients`` during backward, ``unused-map`` for DDP's integer map of used
   parameters, ``buffers`` for DDP's broadcast in forward, ``other``).
+
+On a GPU trace every time is the device's (:mod:`.kineto_device`): the step is the
+device's step, an op lasts from when the device had done the work launched before it to
+when it had done its own, and a gradient is ready when its backward's kernels have ended.
+The host's times are used only where the trace has no device activity.
 """
 
 from __future__ import annotations
@@ -26,10 +31,11 @@ from typing import Any, Optional, Sequence
 
 from ..errors import SizesError, TraceFormatError
 from ..model import (
-    DTYPE_BYTES, Abilities, ComputeSource, EdgeKind, Link, Op, OpKind,
-    ReadinessMethod, StepInfo, Tensor, TensorKind, Trace, TraceMeta, VariableOrder,
+    DTYPE_BYTES, Abilities, ComputeSource, EdgeKind, Link, Op, OpKind, ReadinessMethod, Tensor, TensorKind, Trace, TraceMeta, VariableOrder,
 )
 from .kineto_collectives import collectives, launched_by, launches, pair_runs
+from .kineto_device import DeviceClock, StepClock, step_clock
+from .kineto_step import notes_of, step_info
 from .kineto_events import Event, KinetoEvents, torch_dtype
 from .kineto_threads import (
     ACCUMULATE, EVALUATE, STEP_PREFIX, Step, Thread, ancestor_indices, backward_window, find_steps,
@@ -42,7 +48,6 @@ FORMAT = "kineto"
 SIZES_HINT = ("the trace records no shapes; profile with "
               "torch.profiler.profile(record_shapes=True, ...)")
 MAX_GRADIENT_BYTES = 1 << 50
-
 
 def looks_like(head: str) -> bool:
     """A JSON object: what ``export_chrome_trace`` writes."""
@@ -187,9 +192,10 @@ def _fill_unrecorded(named: list[Tensor], unknown: list[int], by_sig: dict, side
             f"[{','.join(map(str, v.shape))}] {v.dtype})")
 
 
-def _ops(threads, step: Step, grads: list[tuple[Thread, int]]) -> tuple[list[Op], dict]:
-    """Forward, backward, gradient and update ops of ``step``, in start order."""
-    t0 = step.ts
+def _ops(threads, step: Step, grads: list[tuple[Thread, int]],
+         clock: StepClock) -> tuple[list[Op], dict, list[float]]:
+    """Forward, backward, gradient and update ops of ``step``, in start order, timed on
+    the step's ``clock`` (the device's, on a GPU trace)."""
     picked: list[tuple[Event, OpKind, str, Any]] = []
     gradient_of: dict[int, int] = {id(t.events[i]): k for k, (t, i) in enumerate(grads)}
     for thread, i in in_window(threads, step):
@@ -212,13 +218,15 @@ def _ops(threads, step: Step, grads: list[tuple[Thread, int]]) -> tuple[list[Op]
                 picked.append((e, OpKind.FORWARD, e.name, (main, i)))
     picked.sort(key=lambda p: (p[0].ts, p[0].line))
     ops, where = [], {}
+    started = [(e.ts - step.ts) / 1000.0 for e, *_ in picked]  # the host's, for launched_by
     for position, (e, kind, name, place) in enumerate(picked):
         outputs = (f"g{gradient_of[id(e)]}",) if kind is OpKind.GRADIENT else ()
+        start_ms, dur_ms = clock.span_ms(e.ts, e.dur)
         op = Op(f"op{position}", kind, name, e.line, position, outputs=outputs,
-                start_ms=(e.ts - t0) / 1000.0, dur_ms=e.dur / 1000.0)
+                start_ms=start_ms, dur_ms=dur_ms)
         ops.append(op)
         where[(id(place[0]), place[1])] = op.id
-    return ops, where
+    return ops, where, started
 
 
 def _pair_forward_backward(ops: list[Op], where: dict, threads, flows) -> list[Op]:
@@ -288,46 +296,31 @@ def build(path: str, ev: KinetoEvents, step_wanted: Optional[int] = None,
         if variables and all(t.index is None for t in tensors) and any(t.shape is not None for t in tensors):
             raise SizesError(f"no parameter matches a gradient of {path} by shape "
                              "and dtype; pass the sidecar of this model with --sizes", path=sizes_path, line=1)
-    ops, where = _ops(threads, step, grads)
+    device = DeviceClock(ev)
+    clocks = [step_clock(device, s.label, s.ts, s.end) for s in steps]
+    clock = clocks[steps.index(step)]
+    ops, where, started = _ops(threads, step, grads, clock)
     ops = _pair_forward_backward(ops, where, threads, ev.flows)
     issued = launches(threads)
     pair_runs(issued, ev, threads)
-    ran = launched_by(collectives(issued, steps, threads), ops, step)
+    launched: list[float] = []
+    ran = launched_by(collectives(issued, steps, threads, clocks, launched), launched, ops,
+                      started, step)
     window = backward_window(threads, step)
-    updates = [op.dur_ms for op in ops if op.kind is OpKind.UPDATE]
     world = _world(ev.top)
-    info = StepInfo(
-        step.label, step.index, (step.end - step.ts) / 1000.0,
-        None if window is None else (window[0] - step.ts) / 1000.0,
-        None if window is None else (window[1] - step.ts) / 1000.0,
-        sum(updates) if updates else None, tuple(s.label for s in steps), world.get("world_size"))
+    info = step_info(step, steps, clock, window, ops, ran, world.get("world_size"))
     shapes = any(t.shape is not None for t in tensors)
     unrecorded = [t.name for t, (th, i) in zip(tensors, grads)
                   if t.nbytes is None and _shape(th.events[i])[0] is None and shapes]
     which = "the last with a backward pass" if step_wanted is None else "--step"
-    notes = [f"step: {step.label} ({which}; the trace holds {len(steps)}: "
-             f"{', '.join(s.label for s in steps[:8])}{', ...' if len(steps) > 8 else ''})"]
-    if world:
-        notes.append("distributed: " + ", ".join(f"{k} {v}" for k, v in world.items()))
-    if (world.get("world_size") or 0) > 1 and ran:
-        notes.append(f"one rank of {world['world_size']}: its step, compute and collective "
-                     "times are its own, each collective's an upper bound on its transfer; "
-                     "they include waiting for the slowest rank, so this trace cannot tell "
-                     "wait from transfer nor which rank was late; inspect every rank's trace "
-                     "together (tracecli inspect RUN_DIR) for that")
-    if unrecorded:
-        notes.append(f"shapes: recorded for {len(tensors) - len(unrecorded)} of {len(tensors)} "
-                     f"gradients; {len(unrecorded)} unknown (e.g. {unrecorded[0]}; see sizes: below)")
-    if note:
-        notes.append(note)
-    elif tensors and shapes:
-        notes.append("names: position and shape; pass the parameter sidecar with --sizes FILE "
-                     "(docs/inputs.md) for the model's own names")
+    notes = notes_of(step, steps, which, clock, world, bool(ran), tensors, unrecorded, note)
     meta = TraceMeta(rank=world.get("rank"), world_size=world.get("world_size"),
                      backend=world.get("backend"), notes=tuple(notes), record_shapes=shapes,
                      sizes=sizes_path if variables is not None else None)
+    ready_how = ("its backward's kernels end on the device" if clock.on_device
+                 else "its AccumulateGrad ends")
     abilities = Abilities(ReadinessMethod.RECORDED, ComputeSource.MEASURED, VariableOrder.INDEX,
-                          f"recorded: a gradient is ready when its AccumulateGrad ends ({step.label})",
+                          f"recorded: a gradient is ready when {ready_how} ({step.label})",
                           sizes_hint=f"{len(unrecorded)} of {len(tensors)} gradients have "
                           f"no recorded shape: {_UNDEFINED}" if unrecorded else SIZES_HINT,
                           framework="pytorch")

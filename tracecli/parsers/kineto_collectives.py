@@ -12,115 +12,18 @@ from __future__ import annotations
 import bisect
 import math
 from collections import defaultdict, deque
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from ..model import DTYPE_BYTES, Collective, CollectiveKind, Op, Purpose
-from .kineto_events import Event, KinetoEvents, torch_dtype
+from .kineto_device import StepClock
+from .kineto_events import KinetoEvents, torch_dtype
+from .kineto_launch import Launch, collective_kind, kernel_dtype, kernel_kind, sized
 from .kineto_threads import Step, Thread, ancestor_indices, backward_window
 
 __all__ = ["collective_kind", "kernel_kind", "Launch", "launches", "pair_runs", "collectives",
-           "launched_by"]
+           "launched_by", "purpose", "record", "sized"]
 
 _INTEGER_DTYPES = frozenset({"int64", "int32", "int16", "int8", "uint8", "bool"})
-
-
-def collective_kind(name: str) -> Optional[CollectiveKind]:
-    """The kind a launch or execution names; ``None`` for what is not a collective.
-
-    >>> collective_kind("c10d::allreduce_"), collective_kind("_allgather_base")
-    (<CollectiveKind.ALL_REDUCE: 'allreduce'>, <CollectiveKind.ALL_GATHER: 'allgather'>)
-    >>> collective_kind("gloo:all_reduce"), collective_kind("wait")
-    (<CollectiveKind.ALL_REDUCE: 'allreduce'>, None)
-    """
-    base = name.split("::")[-1].split(":")[-1].lower().strip("_")
-    for noise in ("_coalesced", "_base", "_into_tensor", "_tensor"):
-        base = base.replace(noise, "")
-    base = base.strip("_").replace("all_reduce", "allreduce").replace("all_gather", "allgather")
-    base = base.replace("all_to_all", "alltoall")
-    kinds = {"allreduce": CollectiveKind.ALL_REDUCE, "broadcast": CollectiveKind.BROADCAST,
-             "allgather": CollectiveKind.ALL_GATHER, "reduce_scatter": CollectiveKind.REDUCE_SCATTER,
-             "alltoall": CollectiveKind.ALL_TO_ALL, "reduce": CollectiveKind.REDUCE,
-             "gather": CollectiveKind.GATHER, "scatter": CollectiveKind.SCATTER,
-             "barrier": CollectiveKind.BARRIER}
-    if base in kinds:
-        return kinds[base]
-    if base in ("send", "recv", "recv_any_source", "sendrecv"):
-        return CollectiveKind.OTHER
-    return None
-
-
-def kernel_kind(name: str) -> Optional[CollectiveKind]:
-    for token, kind in (("AllReduce", CollectiveKind.ALL_REDUCE), ("Broadcast", CollectiveKind.BROADCAST),
-                        ("AllGather", CollectiveKind.ALL_GATHER),
-                        ("ReduceScatter", CollectiveKind.REDUCE_SCATTER),
-                        ("SendRecv", CollectiveKind.ALL_TO_ALL), ("Reduce", CollectiveKind.REDUCE)):
-        if token in name:
-            return kind
-    return None
-
-
-class Launch:
-    """A collective the host issued, and where it ran once paired."""
-
-    def __init__(self, thread: Thread, i: int, kind: CollectiveKind):
-        e = thread.events[i]
-        self.thread, self.i, self.event, self.kind = thread, i, e, kind
-        self.elements: Optional[int] = None
-        self.dtype: Optional[str] = None
-        self.group_size: Optional[int] = None
-        args = e.args or {}
-        if "Collective name" in args:
-            self.elements = args.get("In msg nelems")
-            self.dtype = torch_dtype(args.get("dtype"))
-            self.group_size = args.get("Group size")
-        else:  # a reduce-scatter's size is its whole input, its second argument
-            self.elements, self.dtype = sized(args, 1 if kind is CollectiveKind.REDUCE_SCATTER else 0)
-        if self.elements is None or self.dtype is None:  # pre-2.2: on an op inside it
-            for j in range(i + 1, len(thread.events)):
-                inner = thread.events[j]
-                if inner.ts >= e.end:
-                    break
-                if inner.name.startswith("nccl:") or inner.name == "record_param_comms":
-                    elements, dtype = sized(inner.args or {})
-                    self.elements = self.elements if self.elements is not None else elements
-                    self.dtype = self.dtype or dtype
-        self.run: Optional[Event] = None
-
-
-def sized(args: dict, k: int = 0) -> tuple[Optional[int], Optional[str]]:
-    """Elements and dtype of a launch's ``k``-th argument (the first; a reduce-scatter's
-    input, the second: ``c10d::_reduce_scatter_base_(output, input)``) from ``Input
-    Dims``/``Input type``: one tensor (``[[394241]]``, ``['float']``) or a ``TensorList``
-    (``[[[a], [b]]]``, the coalesced calls, whose dtype the list does not say). Dims were
-    checked when read."""
-    dims, types = args.get("Input Dims"), args.get("Input type")
-    if not (isinstance(dims, list) and len(dims) > k and isinstance(dims[k], list) and dims[k]):
-        return None, None
-    first = dims[k]
-    if all(isinstance(t, list) for t in first):
-        return sum(math.prod(t) for t in first), None
-    if all(isinstance(d, int) for d in first):
-        dtype = torch_dtype(types[k]) if isinstance(types, list) and len(types) > k else None
-        return math.prod(first), dtype
-    return None, None
-
-
-def _kernel_dtype(name: str) -> Optional[str]:
-    """The dtype an NCCL kernel's name ends with (``ncclKernel_AllReduce_RING_LL_Sum_float``).
-
-    >>> _kernel_dtype("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long)")
-    'float32'
-    """
-    base = name.split("(", 1)[0]
-    suffix = base.rsplit("_", 1)[-1] if "_" in base else ""
-    return _KERNEL_DTYPES.get(suffix)
-
-
-_KERNEL_DTYPES = {"float": "float32", "double": "float64", "half": "float16", "bf16": "bfloat16",
-                  "int8_t": "int8", "uint8_t": "uint8", "int32_t": "int32", "uint32_t": "uint32",
-                  "int64_t": "int64", "uint64_t": "uint64", "i8": "int8", "u8": "uint8",
-                  "i32": "int32", "i64": "int64", "f16": "float16", "f32": "float32",
-                  "f64": "float64"}
 
 
 def launches(threads: dict[Any, Thread]) -> list[Launch]:
@@ -144,7 +47,8 @@ def launches(threads: dict[Any, Thread]) -> list[Launch]:
 
 
 def pair_runs(launches: list[Launch], ev: KinetoEvents, threads: dict[Any, Thread]) -> None:
-    """Where each launched collective ran: its NCCL kernel, or gloo's worker annotation."""
+    """Where each launched collective ran: its NCCL kernel (by correlation id), or gloo's
+    worker annotation (``gloo:*``; a send's or recv's on the launching thread itself)."""
     by_place: dict[Any, list[Launch]] = defaultdict(list)
     for l in launches:
         by_place[l.event.tid].append(l)
@@ -158,13 +62,23 @@ def pair_runs(launches: list[Launch], ev: KinetoEvents, threads: dict[Any, Threa
             if l.event.ts <= ts <= l.event.end and l.run is None:
                 l.run = kernel
                 break
+    queues = _unpaired(launches, ev, threads)
+    for l in launches:
+        if l.run is None:
+            _take(l, queues)
+        if l.run is not None:
+            _fill(l)
+
+
+def _unpaired(launches: list[Launch], ev: KinetoEvents, threads) -> dict[tuple, deque]:
+    """The executions no correlation id paired, queued by (kind, elements) in time order:
+    the k-th unpaired launch of a kind and size ran as the k-th execution of that kind and
+    size (collective libraries run a group's work in order)."""
     paired = {id(l.run) for l in launches if l.run is not None}
     leftover = [k for k in ev.kernels if id(k) not in paired]
     gloo = [t.events[i] for t in threads.values() for i in range(len(t.events))
             if t.events[i].name.startswith("gloo:") and t.events[i].cat == "user_annotation"]
     gloo.sort(key=lambda e: (e.ts, e.line))
-    # The rest in order: the k-th unpaired launch of a kind and size ran as the k-th
-    # execution of that kind and size (collective libraries run a group's work in order).
     queues: dict[tuple, deque] = defaultdict(deque)
     for e in leftover:
         args = e.args or {}
@@ -178,33 +92,41 @@ def pair_runs(launches: list[Launch], ev: KinetoEvents, threads: dict[Any, Threa
                 and all(isinstance(d, int) for d in dims[0]):
             elements = math.prod(dims[0])
         queues[(collective_kind(e.name), elements)].append(e)
-    for l in launches:
-        if l.run is not None:
-            continue
-        keys = [(l.kind, l.elements), (l.kind, None)]
-        if l.kind is CollectiveKind.REDUCE_SCATTER:  # gloo runs one as an all-reduce of the
-            keys.append((CollectiveKind.ALL_REDUCE, l.elements))  # whole input (gloo:all_reduce)
-        for key in keys:
-            q = queues.get(key)
-            while q and q[0].ts < l.event.ts - 1.0:  # ran before this launch: not its run
-                q.popleft()
-            if q:
-                l.run = q.popleft()
-                break
-        if l.run is not None and l.run.cat == "user_annotation":
-            args = l.run.args or {}
-            if l.dtype is None and isinstance(args.get("Input type"), list) and args["Input type"]:
-                l.dtype = torch_dtype(args["Input type"][0])
-            if l.elements is None:
-                dims = args.get("Input Dims")
-                if isinstance(dims, list) and dims and isinstance(dims[0], list):
-                    l.elements = math.prod(dims[0])
-        elif l.run is not None:
-            args = l.run.args or {}
-            if l.dtype is None:
-                l.dtype = torch_dtype(args.get("dtype")) or _kernel_dtype(l.run.name)
-            if l.elements is None and isinstance(args.get("In msg nelems"), int):
-                l.elements = args["In msg nelems"]
+    return queues
+
+
+def _take(l: Launch, queues: dict[tuple, deque]) -> None:
+    keys = [(l.kind, l.elements), (l.kind, None)]
+    if l.kind is CollectiveKind.REDUCE_SCATTER:  # gloo runs one as an all-reduce of the
+        keys.append((CollectiveKind.ALL_REDUCE, l.elements))  # whole input (gloo:all_reduce)
+    for key in keys:
+        q = queues.get(key)
+        while q and q[0].ts < l.event.ts - 1.0:  # ran before this launch: not its run
+            q.popleft()
+        if q:
+            l.run = q.popleft()
+            return
+
+
+def _fill(l: Launch) -> None:
+    """What the launch did not record, from its execution."""
+    args = l.run.args or {}
+    if l.run.cat == "user_annotation":
+        if l.dtype is None and isinstance(args.get("Input type"), list) and args["Input type"]:
+            l.dtype = torch_dtype(args["Input type"][0])
+        if l.elements is None:
+            dims = args.get("Input Dims")
+            if isinstance(dims, list) and dims and isinstance(dims[0], list):
+                l.elements = math.prod(dims[0])
+        return
+    if l.dtype is None:
+        l.dtype = torch_dtype(args.get("dtype")) or kernel_dtype(l.run.name)
+    if l.elements is None and isinstance(args.get("In msg nelems"), int):
+        l.elements = args["In msg nelems"]
+    if l.group is None and isinstance(args.get("Process Group Name"), str):
+        l.group = args["Process Group Name"][:256]
+    if l.seq is None and isinstance(args.get("Seq"), int):
+        l.seq = args["Seq"]
 
 
 _REDUCTIONS = (CollectiveKind.ALL_REDUCE, CollectiveKind.REDUCE_SCATTER)
@@ -225,7 +147,11 @@ def purpose(l: Launch, backward: Optional[tuple[float, float]], after: bool = Fa
     return Purpose.OTHER
 
 
-def collectives(launches: list[Launch], steps: list[Step], threads) -> list[Collective]:
+def collectives(launches: list[Launch], steps: list[Step], threads,
+                clocks: Sequence[StepClock], launched: Optional[list] = None) -> list[Collective]:
+    """Every collective launched within a profiled step, timed on that step's clock
+    (``clocks[k]`` is ``steps[k]``'s); ``launched`` receives each one's launch in ms from
+    its host step's start."""
     result = []
     starts = [s.ts for s in steps]
     windows = {id(s): backward_window(threads, s) for s in steps}
@@ -239,29 +165,46 @@ def collectives(launches: list[Launch], steps: list[Step], threads) -> list[Coll
         if k < 0 or l.event.ts >= steps[k].end:
             continue  # outside every step (DDP's construction-time broadcast, ...)
         step = steps[k]
-        t0 = step.ts
-
-        def rel(x: Optional[float]) -> Optional[float]:
-            return None if x is None else (x - t0) / 1000.0
-
-        nbytes = None
-        if l.elements is not None and l.dtype is not None:
-            nbytes = l.elements * DTYPE_BYTES[l.dtype]
-        result.append(Collective(
-            f"c{len(result)}", l.kind, step.index, l.elements, l.dtype, nbytes,
-            rel(l.event.ts), rel(l.run.ts if l.run else None), rel(l.run.end if l.run else None),
-            purpose(l, windows[id(step)], k not in during), l.group_size,
-            lane=None if l.run is None else str(l.run.tid)))
+        why = purpose(l, windows[id(step)], k not in during)
+        result.append(record(l, f"c{len(result)}", step.index, why, clocks[k]))
+        if launched is not None:
+            launched.append((l.event.ts - step.ts) / 1000.0)
     return result
 
 
-def launched_by(collectives: list[Collective], ops: list[Op], step: Step) -> list[Collective]:
-    """The op during or right after which each of the step's collectives was launched."""
-    starts = [op.start_ms for op in ops]
+def record(l: Launch, cid: str, step: Optional[int], why: Purpose, clock: StepClock) -> Collective:
+    """The launch ``l`` as a :class:`Collective` of ``step``, on the step's ``clock``: a
+    kernel's times as the device recorded them, a host span's as the host did (on a GPU
+    clock, a host span is placed by what the device had done by then)."""
+    run = l.run
+    start = end = None
+    if run is not None:
+        if run.cat == "kernel" or not clock.on_device:
+            start, end = clock.recorded_ms(run.ts), clock.recorded_ms(run.end)
+        else:
+            start, dur = clock.span_ms(run.ts, run.dur)
+            end = start + dur
+    nbytes = None
+    if l.elements is not None and l.dtype is not None:
+        nbytes = l.elements * DTYPE_BYTES[l.dtype]
+    launch = clock.ms(l.event.ts)
+    if clock.on_device and start is not None and launch > start:  # never after it ran
+        launch = start
+    return Collective(cid, l.kind, step, l.elements, l.dtype, nbytes, launch, start, end, why,
+                      l.group_size, lane=None if run is None else str(run.tid), group=l.group,
+                      seq=l.seq, peer=l.peer, splits=l.splits, out_elements=l.out_elements,
+                      line=l.event.line)
+
+
+def launched_by(collectives: list[Collective], launched_ms: Sequence[float], ops: list[Op],
+                started_ms: Sequence[float], step: Step) -> list[Collective]:
+    """The op during or right after which each of the step's collectives was launched, by
+    the host's times (``launched_ms``, ``started_ms``: ms from the host's step start; on a
+    GPU trace the records' own times are the device's, where many ops share one)."""
     result = []
-    for c in collectives:
+    for c, at in zip(collectives, launched_ms):
         if c.step == step.index and ops:
-            k = bisect.bisect_right(starts, c.launch_ms) - 1
+            k = bisect.bisect_right(started_ms, at) - 1
             if k >= 0:
                 c = c._replace(op=ops[k].id)
         result.append(c)

@@ -3,9 +3,11 @@
 Reads ``export_chrome_trace`` output as a stream (see :mod:`._jsonstream`) and keeps, as
 small records, only what the analyses need: host ops and annotations (``cpu_op``,
 ``user_annotation``), collective kernels (``nccl*``), the CUDA runtime calls that launch
-them (to pair a kernel with its host op), and ``fwdbwd`` flows. Every kept event is checked
-where it is read: ``ts`` and ``dur`` finite, non-negative numbers, ``Input Dims`` lists of
-non-negative integers; a bad one is reported at its line.
+work on the device (to pair a kernel with its host op), every device activity as a
+:class:`Activity` (kernels, memory copies and sets: when each ran, for device time, see
+:mod:`.kineto_device`), the device's ``ProfilerStep#K`` annotations, and ``fwdbwd`` flows.
+Every kept event is checked where it is read: ``ts`` and ``dur`` finite, non-negative
+numbers, ``Input Dims`` lists of non-negative integers; a bad one is reported at its line.
 """
 
 from __future__ import annotations
@@ -18,12 +20,16 @@ from ..errors import TraceFormatError, excerpt
 from ..jsonfile import finite_number
 from ._jsonstream import iter_trace
 
-__all__ = ["Event", "Flow", "KinetoEvents", "read_events", "torch_dtype", "COMM_ARGS"]
+__all__ = ["Event", "Flow", "Activity", "KinetoEvents", "read_events", "torch_dtype", "COMM_ARGS"]
 
 # args kept for the events that need them (collectives, gradient accumulation)
 COMM_ARGS = ("Collective name", "In msg nelems", "Out msg nelems", "dtype", "Group size",
-             "Process Group Name", "Seq")
+             "Process Group Name", "Seq", "In split size", "Out split size", "Src Rank",
+             "Dst Rank")
 _SHAPE_ARGS = ("Input Dims", "Input type")
+_DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
+_INTEGER_ARGS = ("In msg nelems", "Out msg nelems", "Group size", "Seq", "Src Rank", "Dst Rank")
+MAX_TEXT_ARG = 1 << 16  # a split list or Concrete Inputs entry longer than this is not read
 _KEEP_CATS = frozenset({"cpu_op", "user_annotation"})
 MAX_DIM = 1 << 48  # no real tensor dimension is larger
 MAX_EVENTS = 50_000_000
@@ -75,12 +81,24 @@ class Flow(NamedTuple):
     ts: float
 
 
+class Activity(NamedTuple):
+    """One activity on the device (a kernel, a memory copy or set), us as recorded."""
+
+    ts: float
+    end: float
+    correlation: Any  # its launch's correlation id (None where the trace gives none)
+    collective: bool  # a collective kernel (NCCL/RCCL), which runs on its own stream
+    kernel: bool  # a kernel (else a memory copy or set)
+
+
 @dataclass
 class KinetoEvents:
     host: list[Event] = field(default_factory=list)  # cpu_op and user_annotation
     kernels: list[Event] = field(default_factory=list)  # collective kernels
     launches: dict[Any, tuple[Any, float]] = field(default_factory=dict)  # correlation -> (tid, ts)
     flows: list[Flow] = field(default_factory=list)
+    device: list[Activity] = field(default_factory=list)  # every kernel, memcpy, memset
+    device_steps: list[tuple[str, float, float]] = field(default_factory=list)  # ProfilerStep#K
     top: dict[str, Any] = field(default_factory=dict)  # distributedInfo, schemaVersion, ...
     events: int = 0
 
@@ -134,16 +152,21 @@ def _kept_args(name: str, args: Any, path: str, line: int) -> Optional[dict]:
             or name == "record_param_comms" \
             or "AccumulateGrad" in name:
         kept = {k: args[k] for k in COMM_ARGS + _SHAPE_ARGS if k in args}
+        if name.startswith("c10d::") and "Concrete Inputs" in args:  # splits, peers
+            kept["Concrete Inputs"] = args["Concrete Inputs"]
         if "Input Dims" in kept:
             _dims(kept["Input Dims"], path, line)
-        for key in ("In msg nelems", "Out msg nelems", "Group size", "Seq"):
-            if key in kept:
-                v = kept[key]
-                if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_DIM:
-                    raise TraceFormatError(f"\"{key}\" must be a non-negative "
-                                           f"integer, not {excerpt(repr(v))}", path=path, line=line)
+        _check_integers(kept, path, line)
         return kept or None
     return None
+
+
+def _check_integers(kept: dict, path: str, line: int) -> None:
+    for key in _INTEGER_ARGS:
+        v = kept.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_DIM):
+            raise TraceFormatError(f"\"{key}\" must be a non-negative integer, not "
+                                   f"{excerpt(repr(v))}", path=path, line=line)
 
 
 def _is_collective_kernel(name: str) -> bool:
@@ -154,7 +177,7 @@ def read_events(stream: BinaryIO, path: str,
                 progress: Optional[Callable[[str, int, int], None]] = None) -> KinetoEvents:
     """The kept events of a trace stream."""
     out = KinetoEvents()
-    host, kernels, launches, flows = out.host, out.kernels, out.launches, out.flows
+    flows = out.flows
     seen_events = False
     for kind, value, line in iter_trace(stream, path):
         if kind == "key":
@@ -173,45 +196,7 @@ def read_events(stream: BinaryIO, path: str,
             raise TraceFormatError("a trace event must be a JSON object", path=path, line=line)
         ph = value.get("ph")
         if ph == "X":
-            cat = value.get("cat")
-            if not isinstance(cat, str):
-                continue  # uncategorised events are not ones tracecli reads
-            if cat in _KEEP_CATS:
-                name = value.get("name")
-            elif cat == "kernel":
-                name = value.get("name")
-                if not isinstance(name, str) or not _is_collective_kernel(name):
-                    continue
-            elif cat == "cuda_runtime":
-                args = value.get("args")
-                if isinstance(args, dict) and "correlation" in args:
-                    launches[_key(args["correlation"], path, line, "correlation")] = (
-                        _key(value.get("tid"), path, line, "tid"),
-                        _number(value.get("ts"), path, line, "ts"))
-                continue
-            else:
-                continue
-            if not isinstance(name, str):
-                raise TraceFormatError("a trace event's \"name\" must be a string", path=path, line=line)
-            ts = _number(value.get("ts"), path, line, "ts")
-            dur = _number(value.get("dur", 0), path, line, "dur")
-            args = value.get("args")
-            tid = _key(value.get("tid", 0), path, line, "tid")
-            if cat == "kernel":
-                kept = {k: args[k] for k in ("correlation",) + COMM_ARGS
-                        if isinstance(args, dict) and k in args} or None
-                if kept and "correlation" in kept:
-                    _key(kept["correlation"], path, line, "correlation")
-                for key in ("In msg nelems", "Out msg nelems", "Group size", "Seq"):
-                    v = (kept or {}).get(key)
-                    if v is not None and (isinstance(v, bool) or not isinstance(v, int)
-                                          or not 0 <= v <= MAX_DIM):
-                        raise TraceFormatError(f"\"{key}\" must be a non-negative "
-                                               f"integer, not {excerpt(repr(v))}", path=path, line=line)
-                kernels.append(Event(name, cat, tid, ts, dur, line, kept))
-            else:
-                host.append(Event(name, cat, tid, ts, dur, line,
-                                  _kept_args(name, args, path, line)))
+            _complete(out, value, path, line)
         elif ph in ("s", "f") and value.get("cat") == "fwdbwd":
             flows.append(Flow(_key(value.get("id"), path, line, "flow id"), ph,
                               _key(value.get("tid", 0), path, line, "tid"),
@@ -224,3 +209,48 @@ def read_events(stream: BinaryIO, path: str,
     if "traceEvents" in out.top:
         raise TraceFormatError("\"traceEvents\" must be a list of events", path=path, line=1)
     return out
+
+
+def _complete(out: KinetoEvents, value: dict, path: str, line: int) -> None:
+    """Keep a complete (``ph: X``) event where an analysis reads its category."""
+    cat = value.get("cat")
+    if not isinstance(cat, str):
+        return  # uncategorised events are not ones tracecli reads
+    if cat in ("cuda_runtime", "cuda_driver"):
+        args = value.get("args")
+        if isinstance(args, dict) and "correlation" in args:
+            out.launches[_key(args["correlation"], path, line, "correlation")] = (
+                _key(value.get("tid"), path, line, "tid"), _number(value.get("ts"), path, line, "ts"))
+        return
+    if cat not in _KEEP_CATS and cat not in _DEVICE_CATS and cat != "gpu_user_annotation":
+        return
+    name = value.get("name")
+    if not isinstance(name, str):
+        raise TraceFormatError("a trace event's \"name\" must be a string", path=path, line=line)
+    ts = _number(value.get("ts"), path, line, "ts")
+    dur = _number(value.get("dur", 0), path, line, "dur")
+    args = value.get("args")
+    if cat in _KEEP_CATS:
+        tid = _key(value.get("tid", 0), path, line, "tid")
+        out.host.append(Event(name, cat, tid, ts, dur, line, _kept_args(name, args, path, line)))
+    elif cat == "gpu_user_annotation":
+        if name.startswith("ProfilerStep#"):
+            out.device_steps.append((name, ts, ts + dur))
+    else:
+        _device(out, cat, name, ts, dur, value, args, path, line)
+
+
+def _device(out: KinetoEvents, cat: str, name: str, ts: float, dur: float, value: dict, args,
+            path: str, line: int) -> None:
+    """A device activity; a collective kernel is also kept whole, with its args."""
+    corr = args.get("correlation") if isinstance(args, dict) else None
+    if corr is not None:
+        corr = _key(corr, path, line, "correlation")
+    collective = cat == "kernel" and _is_collective_kernel(name)
+    out.device.append(Activity(ts, ts + dur, corr, collective, cat == "kernel"))
+    if collective:
+        kept = {k: args[k] for k in ("correlation",) + COMM_ARGS
+                if isinstance(args, dict) and k in args} or None
+        _check_integers(kept or {}, path, line)
+        tid = _key(value.get("tid", 0), path, line, "tid")
+        out.kernels.append(Event(name, cat, tid, ts, dur, line, kept))

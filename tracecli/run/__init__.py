@@ -1,8 +1,11 @@
 """A whole run: every rank's profiler trace together (see :func:`analyze_run`).
 
 ``discover`` finds the rank traces, ``load`` reads them in parallel processes keeping only
-steps and collectives, ``match`` lines up the same collective on every rank, and
-``analyze`` separates wait from transfer, estimates clock offsets and finds stragglers.
+steps, collectives and each step's ops, ``match`` lines up the same collective on the ranks
+of its group (``groups`` infers gloo's groups, ``align`` resynchronises where ranks
+disagree), and ``analyze`` separates wait from transfer (``times``), estimates clock offsets
+(``offsets``), finds stragglers against a noise model (``noise``) and why they were late
+(``cause``). ``diff`` compares two runs.
 """
 
 from __future__ import annotations

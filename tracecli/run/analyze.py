@@ -1,21 +1,15 @@
-"""Wait against transfer, clock offsets and stragglers, from the matched collectives.
+"""A run's report: each collective's wait and transfer, clock offsets, stragglers and why.
 
-For one collective seen on every rank (ring and tree collectives end on every rank within
-microseconds, whoever arrived last): the **transfer** is the shortest per-rank duration
-(the last rank to arrive waited for nobody), each rank's **wait** is its duration minus the
-transfer, and the rank with the shortest duration arrived **last**. None of this needs the
-ranks' clocks to agree: each duration is measured on one clock.
-
-**Clock offsets** come from the ends of the collectives that end together (all-reduce,
-all-gather, reduce-scatter, barrier): rank r's offset is the median over them of its end
-minus the lowest rank's end, and its spread the median absolute deviation around that.
-
-**Per step**, for each rank: its step time, the time with no collective running on it
-(``compute_ms``), and the sums of its waits and transfers. A collective's lateness is
-charged to the rank that arrived last: the wait of the rank that arrived just before it
-(what everyone would have saved had it been on time). The step's **straggler** is the rank
-charged most, when that (``lost_ms``) passes the step's noise threshold
-(:func:`noise_ms`); else there is none and ``lost_ms`` is 0.
+Per collective, wait against transfer (:mod:`.times`); clock offsets from every
+synchronising collective (:mod:`.offsets`); per step and rank: its step time, the time with
+no collective running on it (``compute_ms``), the sums of its waits and transfers, its busy
+compute and its exposed communication (:mod:`.stepops`). A collective's lateness is charged
+to the rank that arrived last; a step's **straggler** is the rank charged most among those
+whose lateness passed its collective's threshold (:mod:`.noise`), and ``lost_ms`` is its
+charge (overlapping lateness once). Where a group's member has no trace, what it cost shows
+as the present ranks' transfer running long against the same collective in other steps: a
+step whose only flagged lateness is that names the missing rank (``straggler_missing``).
+For a present straggler, :mod:`.cause` ranks its ops by the time they added.
 """
 
 from __future__ import annotations
@@ -24,32 +18,25 @@ import statistics
 from collections import defaultdict
 from typing import NamedTuple, Optional
 
+from .cause import SlowOp, slow_ops
 from .load import Run
-from .match import Matched, Matching
+from .match import Matching
+from .noise import FLOOR_MS, SLOT_FACTOR, slots, thresholds
+from .notes import run_notes
+from .offsets import Offsets, offsets
+from .spans import covered, covered_within
+from .times import CollectiveTimes, arrival_ms, times_of
 
-__all__ = ["CollectiveTimes", "RankStepTimes", "StepReport", "RunReport", "analyze",
-           "noise_ms", "NOISE_FLOOR_MS", "NOISE_K", "SYNC_KINDS"]
-
-NOISE_FLOOR_MS = 1.0
-NOISE_K = 10.0
-SYNC_KINDS = frozenset({"allreduce", "allgather", "reduce_scatter", "barrier"})
-OVERLAP_SLACK_MS = 1.0
-
-
-class CollectiveTimes(NamedTuple):
-    matched: Matched
-    duration_ms: dict[int, float]
-    transfer_ms: Optional[float]  # None with one rank, or without every rank's execution
-    wait_ms: dict[int, float]
-    last: Optional[int]
-    lateness_ms: float  # what the last rank's lateness cost (0 with fewer than 2 ranks)
+__all__ = ["CollectiveTimes", "RankStepTimes", "StepReport", "RunReport", "analyze"]
 
 
 class RankStepTimes(NamedTuple):
     step_ms: float
-    compute_ms: float
+    compute_ms: float  # the step's time with no collective running on the rank
     wait_ms: float
     transfer_ms: float
+    busy_ms: Optional[float]  # its compute ops (kernels on a GPU), overlaps once
+    exposed_ms: Optional[float]  # collective time with no compute running
 
 
 class StepReport(NamedTuple):
@@ -57,19 +44,20 @@ class StepReport(NamedTuple):
     label: str
     straggler: Optional[int]
     lost_ms: float
-    noise_ms: float
+    noise_ms: Optional[float]  # the threshold the straggler (or the nearest) was held to
     ranks: dict[int, RankStepTimes]
     charged_ms: dict[int, float]  # lateness charged to each rank
+    straggler_missing: bool = False  # the straggler is a rank with no trace in the run
+    why: tuple[SlowOp, ...] = ()
 
 
 class RunReport(NamedTuple):
     run: Run
     matching: Matching
     collectives: tuple[CollectiveTimes, ...]
+    thresholds: tuple[Optional[float], ...]  # each collective's, for its last rank
     steps: tuple[StepReport, ...]
-    clock_offset_us: dict[int, float]
-    clock_spread_us: dict[int, float]
-    offsets_from: int  # collectives the offsets were estimated from
+    offsets: Offsets
     last_counts: dict[int, int]
     notes: tuple[str, ...]
 
@@ -77,163 +65,142 @@ class RunReport(NamedTuple):
     def ranks(self) -> list[int]:
         return [r.rank for r in self.run.ranks]
 
+    @property
+    def clock_offset_us(self) -> dict[int, float]:
+        return self.offsets.offset_us
 
-def noise_ms(lateness: list[float]) -> float:
-    """How late a rank can be without being a straggler: :data:`NOISE_K` times the median
-    lateness of the run's collectives (the gap between the last two arrivals), at least
-    :data:`NOISE_FLOOR_MS`. A late rank delays the first collective it reaches; the ones
-    queued behind it start together, so the median stays the run's jitter even when a rank
-    is late in every step."""
-    return max(NOISE_FLOOR_MS, NOISE_K * statistics.median(lateness)) if lateness else NOISE_FLOOR_MS
+    @property
+    def clock_spread_us(self) -> dict[int, Optional[float]]:
+        return self.offsets.spread_us
 
+    @property
+    def offsets_from(self) -> int:
+        return self.offsets.collectives
 
-def _times(m: Matched) -> CollectiveTimes:
-    dur = {r: (c.end - c.start) / 1000.0 for r, c in m.by_rank.items()
-           if c.start is not None and c.end is not None}
-    if len(m.by_rank) < 2 or len(dur) < len(m.by_rank):
-        return CollectiveTimes(m, dur, None, {}, None, 0.0)
-    ordered = sorted(dur.items(), key=lambda rd: (rd[1], rd[0]))
-    last, transfer = ordered[0]
-    wait = {r: d - transfer for r, d in dur.items()}
-    return CollectiveTimes(m, dur, transfer, wait, last, ordered[1][1] - transfer)
+    @property
+    def missing_ranks(self) -> tuple[int, ...]:
+        world = self.run.world_size
+        have = set(self.ranks)
+        return tuple(r for r in range(world) if r not in have) if world else ()
 
 
-def _offsets(run: Run, times: list[CollectiveTimes]) -> tuple[dict, dict, int]:
-    shift = {r.rank: float(r.base_us - run.base_us) for r in run.ranks}
-    low = run.ranks[0].rank
-    diffs: dict[int, list[float]] = defaultdict(list)
-    used = 0
-    for t in times:
-        if t.transfer_ms is None or t.matched.first.kind not in SYNC_KINDS:
-            continue
-        used += 1
-        ref = t.matched.by_rank[low].end + shift[low]
-        for r, c in t.matched.by_rank.items():
-            diffs[r].append(c.end + shift[r] - ref)
-    offset, spread = {low: 0.0}, {low: 0.0}
-    for r in shift:
-        if r == low:
-            continue
-        values = diffs.get(r)
-        if not values:
-            offset[r] = shift[r] - shift[low]  # the recorded clocks, unchecked
-            spread[r] = float("nan")
-            continue
-        mid = statistics.median(values)
-        offset[r] = mid
-        spread[r] = statistics.median(abs(v - mid) for v in values)
-    return offset, spread, used
+class _Index:
+    """The run's records by step, built once: each rank's step and its collectives, and
+    each slot's transfers."""
 
-
-def _busy_ms(spans: list[tuple[float, float]], lo: float, hi: float) -> float:
-    """The time within [lo, hi] covered by ``spans`` (us in, ms out)."""
-    total, cur_s, cur_e = 0.0, None, None
-    for s, e in sorted((max(s, lo), min(e, hi)) for s, e in spans):
-        if e <= s:
-            continue
-        if cur_e is None or s > cur_e:
-            if cur_e is not None:
-                total += cur_e - cur_s
-            cur_s, cur_e = s, e
-        else:
-            cur_e = max(cur_e, e)
-    if cur_e is not None:
-        total += cur_e - cur_s
-    return total / 1000.0
-
-
-def _steps(run: Run, times: list[CollectiveTimes]) -> list[StepReport]:
-    by_step: dict = defaultdict(list)
-    for t in times:
-        by_step[t.matched.step].append(t)
-    per_step = []
-    for k, ref in enumerate(run.ranks[0].steps):
-        mine = by_step.get(ref.index, [])
-        per = {}
+    def __init__(self, run: Run, times: list[CollectiveTimes], keys: list[tuple]):
+        self.steps: dict = defaultdict(dict)  # step -> rank -> RankStep
+        self.collectives: dict = defaultdict(lambda: defaultdict(list))  # step -> rank -> [c]
         for r in run.ranks:
-            s = r.steps[k]
-            spans = [(c.start, c.end) for c in r.collectives
-                     if c.step == ref.index and c.start is not None and c.end is not None]
-            waits = [(c.start, c.start + t.wait_ms[r.rank] * 1000.0) for t in mine
-                     if t.transfer_ms is not None and (c := t.matched.by_rank.get(r.rank))]
-            step_ms = (s.end - s.ts) / 1000.0
-            busy, wait = _busy_ms(spans, s.ts, s.end), _busy_ms(waits, s.ts, s.end)
-            per[r.rank] = RankStepTimes(step_ms, step_ms - busy, wait, busy - wait)
-        # lateness charged to the last rank: on its own clock (collectives end together),
-        # from when the rank before it arrived to when it did; overlapping ones count once
-        late: dict[int, list] = defaultdict(list)
-        for t in mine:
-            if t.last is not None and t.lateness_ms > 0:
-                end = t.matched.by_rank[t.last].end
-                late[t.last].append((end - (t.transfer_ms + t.lateness_ms) * 1000.0,
-                                     end - t.transfer_ms * 1000.0))
-        charged = {r: _busy_ms(spans, float("-inf"), float("inf")) for r, spans in late.items()}
-        per_step.append((ref, per, charged))
-    lateness = [t.lateness_ms for t in times if t.last is not None]
-    noise = noise_ms(lateness)
+            for s in r.steps:
+                self.steps[s.index][r.rank] = s
+            for c in r.collectives:
+                self.collectives[c.step][r.rank].append(c)
+        self.transfers: dict = defaultdict(list)  # slot -> [(step, transfer)]
+        for t, key in zip(times, keys):
+            if t.transfer_ms is not None:
+                self.transfers[key].append((t.matched.step, t.transfer_ms))
+
+
+def _rank_times(index: _Index, step_index, times: list[CollectiveTimes]) -> dict[int, RankStepTimes]:
+    per = {}
+    for rank, s in index.steps[step_index].items():
+        step_ms = (s.end - s.ts) / 1000.0
+        spans = [(a, c.end_ms) for c in index.collectives[step_index][rank]
+                 if (a := arrival_ms(c)) is not None and c.end_ms is not None]
+        waits = [(a, a + t.wait_ms[rank]) for t in times if t.transfer_ms is not None
+                 and (c := t.matched.by_rank.get(rank)) and (a := arrival_ms(c)) is not None]
+        busy, wait = covered_within(spans, 0.0, step_ms), covered_within(waits, 0.0, step_ms)
+        ops = s.ops
+        per[rank] = RankStepTimes(step_ms, step_ms - busy, wait, busy - wait,
+                                  ops.compute_ms if ops else None, ops.exposed_ms if ops else None)
+    return per
+
+
+def _charged(times: list[CollectiveTimes], flags: list[bool]) -> tuple[dict, set]:
+    """Lateness charged to each last rank (on its own clock: from when the rank before it
+    arrived to when it did; overlapping ones once), and the ranks with a flagged one."""
+    late: dict[int, list] = defaultdict(list)
+    flagged = set()
+    for t, flag in zip(times, flags):
+        if t.last is not None and t.lateness_ms > 0:
+            end = t.matched.by_rank[t.last].end_ms
+            late[t.last].append((end - t.transfer_ms - t.lateness_ms, end - t.transfer_ms))
+            if flag:
+                flagged.add(t.last)
+    return {r: covered(spans) for r, spans in late.items()}, flagged
+
+
+def _missing_cost(index: _Index, mine: list[CollectiveTimes], keys: list[tuple],
+                  limits: list[Optional[float]], step) -> tuple[float, Optional[float]]:
+    """What ranks without a trace cost ``step``: its incomplete collectives whose transfer
+    ran past :data:`~.noise.SLOT_FACTOR` times the same collective's median in the other
+    steps by more than its lateness threshold (the wait the present ranks shared, as a
+    late present rank's would be), overlaps once; and the threshold used."""
+    spans, used = [], None
+    for t, key, limit in zip(mine, keys, limits):
+        if t.complete or t.transfer_ms is None:
+            continue
+        others = [ms for s, ms in index.transfers[key] if s != step]
+        if not others:
+            continue
+        base = statistics.median(others)
+        bar = max(limit or FLOOR_MS, FLOOR_MS)
+        if t.transfer_ms <= SLOT_FACTOR * base or t.transfer_ms - base <= bar:
+            continue
+        end = t.matched.first.end_ms
+        spans.append((end - t.transfer_ms, end - base))
+        used = bar if used is None else min(used, bar)
+    return covered(spans), used
+
+
+def _step_report(index: _Index, ref, mine: list[CollectiveTimes], limits: list[Optional[float]],
+                 keys: list[tuple]) -> StepReport:
+    flags = [lim is not None and t.lateness_ms > lim for t, lim in zip(mine, limits)]
+    charged, flagged = _charged(mine, flags)
+    straggler, lost, noise, missing = None, 0.0, None, False
+    if flagged:
+        straggler = max(sorted(flagged), key=lambda r: charged.get(r, 0.0))
+        lost = charged.get(straggler, 0.0)
+        noise = max(lim for t, lim, f in zip(mine, limits, flags) if f and t.last == straggler)
+    elif any(lim is not None for lim in limits):
+        nearest = max((t.lateness_ms / lim, lim) for t, lim in zip(mine, limits) if lim)
+        noise = nearest[1]
+    absent = sorted({r for t in mine for r in t.matched.missing})
+    if absent:
+        cost, limit = _missing_cost(index, mine, keys, limits, ref.index)
+        if cost > lost:
+            straggler, lost, noise, missing = absent[0], cost, limit, True
+    why = ()
+    if straggler is not None and not missing:
+        why = tuple(slow_ops(index.steps[ref.index], straggler))
+    return StepReport(ref.index, ref.label, straggler, lost, noise,
+                      _rank_times(index, ref.index, mine), charged, missing, why)
+
+
+def _steps(run: Run, times: list[CollectiveTimes], limits: list) -> list[StepReport]:
+    keys = slots(times)
+    index = _Index(run, times, keys)
+    by_step: dict = defaultdict(list)
+    for t, lim, key in zip(times, limits, keys):
+        by_step[t.matched.step].append((t, lim, key))
     reports = []
-    for ref, per, charged in per_step:
-        straggler, lost = None, 0.0
-        if charged:
-            top = max(sorted(charged), key=lambda r: charged[r])
-            if charged[top] > noise:
-                straggler, lost = top, charged[top]
-        reports.append(StepReport(ref.index, ref.label, straggler, lost, noise, per, charged))
+    for ref in run.ranks[0].steps:
+        mine = by_step.get(ref.index, [])
+        reports.append(_step_report(index, ref, [m[0] for m in mine], [m[1] for m in mine],
+                                    [m[2] for m in mine]))
     return reports
 
 
 def analyze(run: Run, matching: Matching) -> RunReport:
-    times = [_times(m) for m in matching.matched]
-    offset, spread, used = _offsets(run, times)
+    times = [times_of(m) for m in matching.matched]
+    offs = offsets(run, times)
+    limits = thresholds(times)
     last_counts = {r.rank: 0 for r in run.ranks}
     for t in times:
         if t.last is not None:
             last_counts[t.last] += 1
-    notes = list(run.notes)
-    if len(run.ranks) == 1:
-        r = run.ranks[0]
-        world = f" of a world of {r.world_size}" if r.world_size else ""
-        notes.append(f"one rank{world}: its step times and collective durations are its "
-                     "own (each duration an upper bound on the transfer), but they include "
-                     "the time it waited for the other ranks; wait, transfer, stragglers and "
-                     "clock offsets need every rank's trace (pass the run's directory)")
-    lost = [t for t in times if t.transfer_ms is None and len(t.matched.by_rank) > 1]
-    if lost:
-        notes.append(f"{len(lost)} matched collectives lack an execution on some rank (the "
-                     "trace lost its kernel or gloo span): no wait or transfer for them")
-    for u in matching.unmatched[:8]:
-        step = f"step {u.step}" if u.step is not None else "outside steps"
-        notes.append(f"not matched ({step}, {u.count}): {u.reason}")
-    if len(matching.unmatched) > 8:
-        notes.append(f"... and {len(matching.unmatched) - 8} more sets of unmatched collectives")
-    if len(run.ranks) > 1 and not used:
-        notes.append("no all-reduce, all-gather or reduce-scatter was seen on every rank: "
-                     "the clock offsets are the recorded clocks' own, not estimated")
-    suspect = _misaligned(run, offset, times)
-    if suspect:
-        notes.append(suspect)
-    return RunReport(run, matching, tuple(times), tuple(_steps(run, times)), offset, spread,
-                     used, last_counts, tuple(notes))
-
-
-def _misaligned(run: Run, offset: dict[int, float],
-                times: list[CollectiveTimes]) -> Optional[str]:
-    """A warning when many matched collectives have no time that every rank spent in them
-    once the clocks are aligned (the latest start after the earliest end by more than
-    :data:`OVERLAP_SLACK_MS`): the matching may pair different collectives, as order
-    matching does on filtered traces (HTA's sampled traces: 6 of 10 pairs)."""
-    shift = {r.rank: float(r.base_us - run.base_us) - offset.get(r.rank, 0.0) for r in run.ranks}
-    windows = []
-    for t in times:
-        by = t.matched.by_rank
-        if t.transfer_ms is None or t.matched.first.kind not in SYNC_KINDS:
-            continue
-        windows.append((min(c.end + shift[r] for r, c in by.items())
-                        - max(c.start + shift[r] for r, c in by.items())) / 1000.0)
-    bad = [w for w in windows if w < -OVERLAP_SLACK_MS]
-    if len(windows) < 4 or len(bad) * 4 <= len(windows):
-        return None
-    return (f"{len(bad)} of {len(windows)} matched collectives have no time all ranks spent "
-            f"in them once the clocks are aligned (the latest start after the earliest end, "
-            f"by up to {-min(bad):.1f} ms): the matching may pair different collectives (a "
-            "filtered trace, or groups launched in different orders)")
+    steps = _steps(run, times, limits)
+    report = RunReport(run, matching, tuple(times), tuple(limits), tuple(steps), offs,
+                       last_counts, ())
+    return report._replace(notes=tuple(run_notes(report)))

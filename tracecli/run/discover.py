@@ -73,7 +73,10 @@ def _listing(directory: str) -> list[str]:
 
 
 def discover(paths: Sequence[str]) -> Discovered:
-    """The rank trace files of a run given as one directory or several files."""
+    """The rank trace files of a run given as one directory or several files (or one file:
+    a run of the one rank it holds)."""
+    if len(paths) == 1 and paths[0] != "-" and stat.S_ISREG(_stat(paths[0]).st_mode):
+        return Discovered((paths[0],), (), paths[0])
     if len(paths) == 1:
         directory = paths[0]
         _stat(directory)

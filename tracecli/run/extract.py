@@ -1,15 +1,17 @@
 """One rank of a run: the little of its profiler trace that the run analysis needs.
 
 :func:`read_rank` runs in a worker process (see :mod:`.load`): it streams the trace with
-the Kineto reader, finds the profiled steps and the collectives (where each ran: the NCCL
-kernel on a GPU, gloo's worker span on the CPU) and returns a :class:`RankData` of a few
-hundred small records, whatever the size of the trace. Times stay in the rank's own clock,
-in microseconds from the earliest ``baseTimeNanoseconds`` of the run (see :func:`shifted`).
+the Kineto reader, finds the profiled steps on their clock (the device's, on a GPU trace:
+see :mod:`tracecli.parsers.kineto_device`), the collectives as the model records them
+(:class:`~tracecli.model.Collective`, ms from their step's start) and each step's ops
+(:mod:`.stepops`), and returns a :class:`RankData` of small records, whatever the size of
+the trace. Steps' times stay in the rank's own clock, in microseconds from the earliest
+``baseTimeNanoseconds`` of the run (see :func:`shifted`); a collective's absolute time is
+its step's start plus its ms (:func:`at_us`).
 """
 
 from __future__ import annotations
 
-import bisect
 import re
 from collections import defaultdict
 from pathlib import Path
@@ -18,12 +20,15 @@ from typing import Any, NamedTuple, Optional
 from ..errors import TraceFormatError
 from ..limits import MAX_RANKS
 from ..inputfile import open_input
-from ..parsers.kineto_collectives import launches, pair_runs, purpose
+from ..model import Collective
+from ..parsers.kineto_collectives import collectives, launches, pair_runs
+from ..parsers.kineto_device import DeviceClock, step_clock
 from ..parsers.kineto_events import read_events
 from ..parsers.kineto_threads import Thread, backward_window, find_steps
+from .stepops import StepOps, step_ops
 
-__all__ = ["RankStep", "RankCollective", "RankData", "read_rank", "rank_from_name",
-           "MAX_TRACE_BYTES", "shifted"]
+__all__ = ["RankStep", "RankData", "read_rank", "rank_from_name", "MAX_TRACE_BYTES",
+           "shifted", "at_us"]
 
 MAX_TRACE_BYTES = 16 << 30  # the streaming reader's own bound (decompressed)
 _NAME_RANK = re.compile(r"(?:^|[^a-z0-9])(?:rank|worker)[-_]?(\d{1,7})(?![0-9])", re.I)
@@ -32,26 +37,11 @@ _NAME_RANK = re.compile(r"(?:^|[^a-z0-9])(?:rank|worker)[-_]?(\d{1,7})(?![0-9])"
 class RankStep(NamedTuple):
     index: Optional[int]  # K of ProfilerStep#K
     label: str
-    ts: float  # us, the rank's clock
+    ts: float  # us, the rank's clock: the step's start (the device's on a GPU trace)
     end: float
-    backward: Optional[tuple[float, float]]  # the backward pass's span, if any
-
-
-class RankCollective(NamedTuple):
-    """One collective as one rank saw it; times in us on the rank's clock."""
-
-    step: Optional[int]
-    kind: str
-    purpose: str
-    elements: Optional[int]
-    dtype: Optional[str]
-    group: Optional[str]  # Process Group Name, when recorded
-    seq: Optional[int]  # the process group's sequence number, when recorded
-    launch: float
-    start: Optional[float]  # where it ran: None when the trace lost its execution
-    end: Optional[float]
-    device: Optional[str]  # "gpu" (a kernel) or "cpu" (gloo's span)
-    line: int
+    backward: Optional[tuple[float, float]]  # the backward pass's span, same clock
+    device: bool  # timed on the device
+    ops: Optional[StepOps] = None
 
 
 class RankData(NamedTuple):
@@ -61,11 +51,30 @@ class RankData(NamedTuple):
     world_size: Optional[int]
     backend: Optional[str]
     groups: Optional[int]  # distributedInfo.pg_count
-    groups_span_all: bool  # distributedInfo.pg_config lists every group, each of every rank
+    group_ranks: tuple[tuple[str, tuple[int, ...]], ...]  # pg_config: each group's name, ranks
     base_us: int  # baseTimeNanoseconds // 1000 (0 when absent)
     steps: tuple[RankStep, ...]
-    collectives: tuple[RankCollective, ...]
+    collectives: tuple[Collective, ...]  # ms from their step's start
     events: int
+
+    @property
+    def groups_span_all(self) -> bool:
+        """``pg_config`` lists every group of the process, each holding every rank."""
+        world = self.world_size
+        return bool(self.group_ranks) and world is not None and \
+            len(self.group_ranks) == (self.groups or 1) and \
+            all(len(r) == world for _, r in self.group_ranks)
+
+    def step_of(self, index: Optional[int]) -> Optional[RankStep]:
+        for s in self.steps:
+            if s.index == index:
+                return s
+        return None
+
+
+def at_us(step: RankStep, ms: float) -> float:
+    """A time of ``step`` (ms from its start) on the rank's clock, us."""
+    return step.ts + ms * 1000.0
 
 
 def rank_from_name(path: str) -> Optional[int]:
@@ -102,12 +111,26 @@ def _world(path: str, top: dict) -> tuple[Optional[int], Optional[int], Optional
             backend[:40] if isinstance(backend, str) else None, _int(info, "pg_count", MAX_RANKS))
 
 
-def _span_all(top: dict, world: Optional[int], groups: Optional[int]) -> bool:
+MAX_GROUP_RANKS = 1 << 20  # groups in pg_config, ranks in a group, a rank's number
+
+
+def _group_ranks(path: str, top: dict) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """``distributedInfo.pg_config``: each group's name and ranks (what is malformed is
+    left out: a group without a readable name or rank list says nothing)."""
     info = top.get("distributedInfo")
     config = info.get("pg_config") if isinstance(info, dict) else None
-    if not isinstance(config, list) or world is None or len(config) != (groups or 1):
-        return False
-    return all(isinstance(g, dict) and g.get("pg_size") == world for g in config)
+    if not isinstance(config, list):
+        return ()
+    out = []
+    for g in config[:MAX_GROUP_RANKS]:
+        if not isinstance(g, dict) or not isinstance(g.get("pg_name"), str):
+            continue
+        ranks = g.get("ranks")
+        if isinstance(ranks, list) and len(ranks) <= MAX_GROUP_RANKS and all(
+                isinstance(r, int) and not isinstance(r, bool) and 0 <= r <= MAX_GROUP_RANKS
+                for r in ranks):
+            out.append((g["pg_name"][:256], tuple(ranks)))
+    return tuple(out)
 
 
 def _base_us(path: str, top: dict) -> int:
@@ -116,13 +139,6 @@ def _base_us(path: str, top: dict) -> int:
         raise TraceFormatError("\"baseTimeNanoseconds\" must be a non-negative "
                                "integer", path=path, line=1)
     return base // 1000
-
-
-def _group(args: dict) -> tuple[Optional[str], Optional[int]]:
-    name = args.get("Process Group Name")
-    seq = args.get("Seq")
-    return (name if isinstance(name, str) and len(name) <= 256 else None,
-            seq if isinstance(seq, int) and not isinstance(seq, bool) else None)
 
 
 def read_rank(path: str) -> RankData:
@@ -143,28 +159,23 @@ def read_rank(path: str) -> RankData:
         by_tid[e.tid].append(e)
     threads = {tid: Thread(events) for tid, events in by_tid.items()}
     found = find_steps(path, threads)
-    steps = tuple(RankStep(s.index, s.label, s.ts, s.end, backward_window(threads, s))
-                  for s in found)
+    device = DeviceClock(ev)
+    clocks = [step_clock(device, s.label, s.ts, s.end) for s in found]
     issued = launches(threads)
     pair_runs(issued, ev, threads)
-    starts = [s.ts for s in found]
-    out = []
-    for l in issued:
-        k = bisect.bisect_right(starts, l.event.ts) - 1
-        if k < 0 or l.event.ts >= found[k].end:
-            continue  # outside every profiled step (DDP's construction-time broadcast)
-        group, seq = _group(l.event.args or {})
-        run = l.run
-        if run is not None and (group is None or seq is None):
-            g2, s2 = _group(run.args or {})
-            group, seq = group or g2, seq if seq is not None else s2
-        out.append(RankCollective(
-            found[k].index, l.kind.value, purpose(l, steps[k].backward).value, l.elements, l.dtype,
-            group, seq, l.event.ts, run.ts if run else None, run.end if run else None,
-            None if run is None else ("gpu" if run.cat == "kernel" else "cpu"), l.event.line))
-    return RankData(path, rank, rank_from, world, backend, groups,
-                    _span_all(ev.top, world, groups), _base_us(path, ev.top),
-                    steps, tuple(out), ev.events)
+    ran = collectives(issued, found, threads, clocks)
+    per_step: dict = defaultdict(list)
+    for c in ran:
+        per_step[c.step].append(c)
+    steps, seen = [], {}
+    for s, clock in zip(found, clocks):
+        window = backward_window(threads, s)
+        backward = None if window is None else tuple(clock.origin + 1000.0 * clock.ms(t) for t in window)
+        ops = step_ops(threads, s, clock, window, per_step.get(s.index, ()), seen)
+        steps.append(RankStep(s.index, s.label, clock.origin, clock.end, backward,
+                              clock.on_device, ops))
+    return RankData(path, rank, rank_from, world, backend, groups, _group_ranks(path, ev.top),
+                    _base_us(path, ev.top), tuple(steps), tuple(ran), ev.events)
 
 
 def shifted(data: RankData, base_us: int) -> float:

@@ -108,11 +108,6 @@ def _check(ranks: list[RankData]) -> list[str]:
         if world is not None and r.rank >= world:
             raise TraceFormatError(f"rank {r.rank} of a world of {world}: "
                                    "the rank or the world size is wrong", path=r.path, line=1)
-    if world is not None and len(ranks) < world:
-        missing = sorted(set(range(world)) - set(by_rank))
-        shown = ", ".join(map(str, missing[:8])) + (", ..." if len(missing) > 8 else "")
-        notes.append(f"{len(missing)} of {world} ranks have no trace here ({shown}): their "
-                     "lateness shows only as the others' waits")
     labels = [s.label for s in first.steps]
     for r in ranks[1:]:
         mine = [s.label for s in r.steps]
@@ -144,9 +139,10 @@ def read_run(paths: Sequence[str], processes: Optional[int] = None) -> Run:
     found: Discovered = discover(paths)
     n = workers(len(found.files)) if processes is None else max(1, processes)
     ranks = _read_all(found.files, min(n, len(found.files)))
-    notes = _check(ranks)
     base_us = min(r.base_us for r in ranks)
-    _other_run(ranks, base_us)
+    ranks.sort(key=lambda r: r.rank)
+    _other_run(ranks, base_us)  # first: another run's rank also differs in its steps
+    notes = _check(ranks)
     if found.skipped:
         names = ", ".join(os.path.basename(p) for p in found.skipped[:4])
         notes.append(f"skipped {len(found.skipped)} JSON file(s) that are not profiler traces: "

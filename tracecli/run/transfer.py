@@ -49,7 +49,7 @@ def without_waits(trace: Trace, report: RunReport) -> tuple[Trace, int, int]:
             found[position[id(c)]] = (t.transfer_ms, t.wait_ms[low.rank], c.kind, c.elements)
     def matching(c, k: int):
         hit = found.get((c.step, k))
-        if hit is None or hit[2] != c.kind.value:
+        if hit is None or hit[2] is not c.kind:
             return None
         if hit[3] is not None and c.elements is not None and hit[3] != c.elements:
             return None

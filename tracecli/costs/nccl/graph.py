@@ -28,7 +28,7 @@ tree's ``bwIntra`` alone, a speed at a time, while it is below ``2·bwInter`` an
 carries it (search.cc:1278-1281; tuning.cc reads ``bwIntra`` on 2 nodes, ``bwInter`` on more,
 so only 2 nodes see it), and on sm90+ a GPU-per-NIC node falls back to pattern TREE
 (search.cc:1215-1218; tuning.cc:336, factor 0.85): the 3 x 8 H100 log of
-NVIDIA/nccl#1453 is reproduced only with pattern TREE (tests/test_nccl_tuning.py).
+NVIDIA/nccl#1453 is reproduced only with pattern TREE (tests/costs/test_nccl_tuning.py).
 
 The NVLS graph and when NCCL enables NVLS: :mod:`.nvls`.
 """

@@ -1,0 +1,90 @@
+"""When NCCL enables NVLS and the NVLS graph its search finds (tracecli/costs/nccl/nvls.py cites
+NVIDIA/nccl v2.30.7-1 by file:line), checked against what real NCCL runs printed."""
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from tracecli.costs.nccl.graph import GPUS
+from tracecli.costs.nccl.model import NcclModel
+from tracecli.costs.nccl.nccllog import read_nccl_log
+from tracecli.costs.nccl.nvls import nvls_support, search_nvls
+from tracecli.costs.nccl.tuning import ALGOS, PROTOS, best, tune
+from tracecli.costs.nccl.versions import constants_for
+from tracecli.model import CollectiveKind as K
+
+from test_nccl_tuning import H100_3X8
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "nccl"
+
+
+def test_nvls_decision():
+    # search.cc:1124: no NVLS graph below sm90 or without an NVSwitch -> nvlsSupport 0 (init.cc:1453)
+    assert not nvls_support(GPUS["a100"], 8, True, "2.30.7")[0]
+    assert not nvls_support(GPUS["v100"], 8, True, "2.30.7")[0]
+    assert not nvls_support(GPUS["h100"], 8, False, "2.30.7")[0]          # PCIe node
+    for gpu in ("h100", "h200", "b200"):
+        assert nvls_support(GPUS[gpu], 8, True, "2.30.7")[0]
+    # nvls.cc:262 gpuCount < 2 (2.28.7+); v2.28.3-1 nvls.cc:160 and earlier gpuCount <= 2
+    assert not nvls_support(GPUS["h100"], 1, True, "2.30.7")[0]
+    assert nvls_support(GPUS["h100"], 2, True, "2.30.7")[0]
+    assert not nvls_support(GPUS["h100"], 2, True, "2.28.3")[0]
+    assert not nvls_support(GPUS["h100"], 2, True, "2.22.3")[0]
+    assert nvls_support(GPUS["h100"], 3, True, "2.22.3")[0]
+
+
+def test_the_model_runs_nvls_only_where_nccl_would():
+    one = NcclModel.for_topology("h100", 1, 8, True, 0, 0, version="2.30.7")
+    assert one.choice(K.ALL_REDUCE, 1 << 30)[:2] == ("NVLS", "Simple")
+    for m in (NcclModel.for_topology("a100", 1, 8, True, 0, 0, version="2.30.7"),
+              NcclModel.for_topology("h100", 1, 8, False, 0, 0, version="2.30.7"),
+              NcclModel.for_topology("h100", 16, 1, True, 3200, 8, version="2.30.7")):
+        assert m.nvls is None
+        assert all(m.choice(K.ALL_REDUCE, 1 << k)[0] not in ("NVLS", "NVLSTree") for k in range(3, 35))
+    # several nodes: plain NVLS needs CollNet (tuning.cc:503-505), so NVLS_TREE
+    two = NcclModel.for_platform("dgx-h100", 2, version="2.30.7")
+    assert two.choice(K.ALL_REDUCE, 8 << 30)[0] == "NVLSTree"
+
+
+def test_one_node_graph_is_what_nccl_printed():
+    # NVIDIA/nccl#1197 (8 H100 on NVSwitch, one node, NCCL 2.19.4) prints for the NVLS graph
+    # "Pattern 5, crossNic 0, nChannels 8, bw 40.000000/60.000000"; its NVLink is 18 x 20.0 GB/s
+    # (2.19's SM90 figure), 2.30's 18 x 20.6 gives the same speeds.
+    for lane in (20.0, 20.6):
+        g = search_nvls(replace(GPUS["h100"], nvlink_lane_gbps=lane), 8, 1, True, 0, 0, "2.30.7")
+        assert (g.n_channels, g.bw_intra, g.bw_inter) == (8, 40.0, 60.0)
+
+
+def test_nccl1453_choices_still_match_with_nvls_on():
+    # The #1453 run (3 x 8 H100, 8 x 200 Gb/s a node, 2.22.3) logged "NVLS multicast support is
+    # available on dev 0" and NVLS heads: NVLS_TREE took part in the argmin and lost at every
+    # size. With the estimated NVLS graph and NVLS on, the nine choices and times are unchanged.
+    nv = search_nvls(GPUS["h100"], 8, 3, True, 1600, 8, "2.22.3")
+    assert (nv.n_channels, nv.bw_intra, nv.bw_inter) == (8, 24.0, 24.0)
+    comm = replace(H100_3X8, nvls=nv, nvls_support=True)
+    table = tune(comm, constants_for("2.22.3"))
+    log = read_nccl_log(str(FIX / "nccl1453_h100_3x8_2.22.3_choices.log"))
+    for nbytes, algo, proto, printed in log.choices_of("AllReduce"):
+        us, a, p = best(table, "AllReduce", nbytes)
+        assert (ALGOS[a].upper(), PROTOS[p].upper()) == (algo, proto), nbytes
+        assert "%f" % us == "%f" % printed, nbytes
+
+
+@pytest.mark.parametrize("nic_gbps,nics,want", [(3200, 8, (8, 40.0, 48.0)), (1600, 8, (8, 24.0, 24.0)),
+                                                (1600, 4, (4, 48.0, 48.0))])
+def test_multi_node_graph_follows_the_nics(nic_gbps, nics, want):
+    g = search_nvls(GPUS["h100"], 8, 2, True, nic_gbps, nics, "2.30.7")
+    assert (g.n_channels, g.bw_intra, g.bw_inter) == want
+
+
+def test_tree_graph_is_the_ring_on_one_node_and_wider_inside_on_several():
+    from tracecli.costs.nccl.graph import search_graphs
+    ring, tree = search_graphs(GPUS["h100"], 8, 1, True, 0, 0)
+    assert ring == tree and (ring.n_channels, ring.bw_intra) == (12, 30.0)   # NVIDIA/nccl#1197
+    ring, tree = search_graphs(GPUS["h100"], 8, 2, True, 1600, 8)
+    assert (ring.n_channels, ring.bw_intra, ring.bw_inter) == (8, 24.0, 24.0)
+    # search.cc:1278-1281: bwIntra rises while below 2 x 24 and 8 channels fit in 370.8 GB/s
+    assert (tree.n_channels, tree.bw_intra, tree.bw_inter) == (8, 45.0, 24.0)
+    m = NcclModel.for_topology("h100", 2, 8, True, 1600, 8, version="2.30.7")
+    assert m.tree_pattern_tree and not NcclModel.for_topology("h100", 1, 8, True, 0, 0).tree_pattern_tree

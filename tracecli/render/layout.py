@@ -253,41 +253,68 @@ def _glued(plain: str) -> str:
     return _GLUE.sub("~", plain)
 
 
+_LONE = re.compile(r"[(+-]?[\d.,]+(%|x|[A-Za-z/]{1,7})?[),;:.]?")  # a value alone on a line
+
+
+def _breaks(plain: str, width: int, hang: int) -> list[int]:
+    """Where ``plain`` breaks into lines: the first at most ``width``, later ones at most
+    ``width - hang``; at spaces as rich breaks them, never between a number and its unit,
+    and never leaving a value alone on the last line (``0.1)``: a word goes down with it)."""
+    from rich._wrap import divide_line
+
+    glued, offsets, start = _glued(plain), [], 0
+    while True:
+        room = max(1, width - (hang if offsets else 0))
+        cuts = divide_line(glued[start:], room)
+        if not cuts:
+            return offsets
+        cut = start + cuts[0]
+        if len(cuts) == 1 and _LONE.fullmatch(plain[cut:].strip()):
+            word = plain[:cut].rstrip().rfind(" ") + 1
+            if word > start and plain[start:word].strip():
+                cut = word
+        offsets.append(cut)
+        start = cut
+
+
+def _hang(line: str) -> int:
+    """How far a wrapped line's later lines are indented: two more than the line, where
+    it is indented (a list's item); not at all where it is not."""
+    indent = len(line) - len(line.lstrip(" "))
+    return indent + 2 if indent else 0
+
+
 def wrap_plain(text: str, width: int, indent: str = "") -> list[str]:
     """``text`` in lines of at most ``width`` (a word longer than that is folded), broken
-    at spaces as rich breaks them but never between a number and its unit; lines after
-    the first start with ``indent``.
+    at spaces as rich breaks them but never between a number and its unit, nor before a
+    value left alone; lines after the first start with ``indent``.
 
     >>> wrap_plain("took 16.0 MiB in 3 ms", 14)
     ['took 16.0 MiB', 'in 3 ms']
+    >>> wrap_plain("25.3 against 0.1)", 14)
+    ['25.3', 'against 0.1)']
     """
-    from rich._wrap import divide_line
-
-    lines, rest = [], text
-    while True:
-        room = width - (len(indent) if lines else 0)
-        cuts = divide_line(_glued(rest), max(1, room))
-        if not cuts:
-            lines.append(rest.rstrip())
-            return [lines[0]] + [indent + line for line in lines[1:]]
-        lines.append(rest[:cuts[0]].rstrip())
-        rest = rest[cuts[0]:]
+    cuts = [0] + _breaks(text, width, len(indent)) + [len(text)]
+    lines = [text[a:b].rstrip() for a, b in zip(cuts, cuts[1:])]
+    return [lines[0]] + [indent + line for line in lines[1:]]
 
 
 class Prose:
     """Text laid out as rich lays it out, but never breaking a line between a number and
-    its unit (``16.0`` / ``MiB``)."""
+    its unit (``16.0`` / ``MiB``) nor leaving a value alone on a line; an indented line's
+    later lines are indented two more."""
 
     def __init__(self, text: Text):
         self.text = text
 
     def __rich_console__(self, console, options):
-        from rich._wrap import divide_line
-
         width = options.max_width
         parts = []
         for line in self.text.split("\n", allow_blank=True):
-            for part in line.divide(divide_line(_glued(line.plain), width)):
+            hang = _hang(line.plain)
+            for k, part in enumerate(line.divide(_breaks(line.plain, width, hang))):
+                if k:
+                    part = Text(" " * hang).append_text(part)
                 part.rstrip_end(width)
                 parts.append(part)
         out = Text("\n").join(parts)

@@ -8,7 +8,6 @@ Notices go to stderr; JSON goes to stdout byte for byte.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import sys
@@ -24,7 +23,7 @@ if TYPE_CHECKING:
 
     from .results import Result
 
-__all__ = ["Output", "emit", "notice", "machine", "console", "progress_bar", "json_option",
+__all__ = ["Output", "emit", "notice", "machine", "console", "json_option",
            "top_option", "out_option", "chrome_trace_option", "force_option"]
 
 
@@ -70,32 +69,6 @@ def notice(text: Optional[str]) -> None:
 
         text = "\n".join(wrap_plain(text, width, indent="  "))
     click.secho(text, fg="yellow", err=True)
-
-
-@contextlib.contextmanager
-def progress_bar(enabled: bool):
-    """A rich progress bar on stderr when it is a terminal; a no-op callback otherwise."""
-    if not enabled:
-        yield None
-        return
-    from rich.console import Console
-
-    err = Console(stderr=True)
-    if not err.is_terminal:
-        yield None
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=err, transient=True) as bar:
-        tasks: dict[str, int] = {}
-
-        def update(stage: str, done: int, total: int) -> None:
-            if stage not in tasks:
-                tasks[stage] = bar.add_task(stage, total=total or None)
-            bar.update(tasks[stage], completed=done)
-
-        yield update
 
 
 # The output options, each declared here once; a command passes its own help or metavar.

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ..run import RunReport
     from .session import Session
 
-__all__ = ["Result", "InspectResult", "RunResult", "RunExportResult", "ExportResult",
+__all__ = ["Result", "InspectResult", "RunResult", "RunExportResult", "TraceExportResult", "ExportResult",
            "PlanResult", "CompareResult", "DryRunResult", "ReplayResult", "CalibrationResult",
            "StatusResult", "CollectiveResult", "DiffResult"]
 
@@ -99,6 +99,16 @@ class RunExportResult(RunResult):
         from ..render.run import run_chrome_trace
 
         return jsonout.dumps(run_chrome_trace(self.report))
+
+
+class TraceExportResult(Result):
+    """One trace's recorded timeline (``export TRACE --to chrome``), a Chrome trace."""
+
+    def __init__(self, doc: dict):
+        self.doc = doc
+
+    def file_text(self):
+        return jsonout.dumps(self.doc)
 
 
 class ExportResult(Result):

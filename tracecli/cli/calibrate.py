@@ -15,7 +15,8 @@ from .inputs import silent_rank
 from .inputs import given
 from .options import checked_topology, gpu_option, ranks_from, process_options, ranks_option, topology_from, \
     topology_options
-from .output import Output, emit, force_option, json_option, notice, out_option, progress_bar
+from .output import Output, emit, force_option, json_option, notice, out_option
+from .progress import progress_bar
 from .types import POSITIVE_SIZE
 
 

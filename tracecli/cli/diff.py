@@ -11,6 +11,7 @@ from .group import cli
 from .inputs import load_trace
 from .options import compute_from, compute_options, cost_from, cost_options
 from .output import Output, emit, json_option
+from .progress import progress_bar
 from .results import DiffResult
 
 
@@ -32,7 +33,10 @@ def diff(before, after, plan, **kw):
     measured.
     """
     output = Output.pop(kw)
-    a, b = analyze_run([before]), analyze_run([after])
+    with progress_bar(True) as progress:
+        a = analyze_run([before], progress=progress)
+    with progress_bar(True) as progress:
+        b = analyze_run([after], progress=progress)
     result = diff_runs(a, b)
     advice = None
     if plan is not None:

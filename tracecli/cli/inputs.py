@@ -16,7 +16,8 @@ from ..errors import TraceCliError
 from ..parsers import LoadOptions, load
 from ..run import RunReport, analyze_run, is_run, read_run
 from .session import Session
-from .output import notice, progress_bar
+from .output import notice
+from .progress import progress_bar
 
 __all__ = ["load_trace", "load_run", "run_paths", "session", "silent_rank", "say_notices",
            "given", "trace_args", "remember"]
@@ -42,14 +43,16 @@ def _no_trace_options(fmt, sizes, step, what: str) -> None:
 def load_run(trace, fmt=None, sizes=None, step=None) -> RunReport:
     """A run's report: every rank's trace read and lined up."""
     _no_trace_options(fmt, sizes, step, "pass one rank's trace to use it")
-    return analyze_run(run_paths(trace))
+    with progress_bar(not silent_rank()) as progress:
+        return analyze_run(run_paths(trace), progress=progress)
 
 
 def load_trace(trace, fmt: Optional[str], sizes: Optional[str], step: Optional[int] = None,
                quiet: bool = False):
     paths = run_paths(trace)
     if paths is not None:  # a command of one trace given a run: its lowest rank's trace
-        run = read_run(paths)
+        with progress_bar(not quiet) as progress:
+            run = read_run(paths, progress=progress)
         first = run.ranks[0]
         if not quiet:
             notice(f"reading rank {first.rank}'s trace ({first.path}), the lowest rank of the "

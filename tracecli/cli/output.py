@@ -8,8 +8,9 @@ Notices go to stderr; JSON goes to stdout byte for byte.
 
 from __future__ import annotations
 
-import contextlib
 import os
+import shutil
+import sys
 from typing import TYPE_CHECKING, Iterable, Optional, Union
 
 import click
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 
     from .results import Result
 
-__all__ = ["Output", "emit", "notice", "machine", "console", "progress_bar", "json_option",
+__all__ = ["Output", "emit", "notice", "machine", "console", "json_option",
            "top_option", "out_option", "chrome_trace_option", "force_option"]
 
 
@@ -45,35 +46,29 @@ def machine(text: str) -> None:
     click.echo(text, nl=False, color=True)
 
 
+def text_width() -> Optional[int]:
+    """The width prose is wrapped at on stderr: ``COLUMNS`` where set, else the terminal's
+    where stderr is one; ``None`` (one line a notice, for logs and grep) otherwise."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    if sys.stderr.isatty():
+        return shutil.get_terminal_size().columns
+    return None
+
+
 def notice(text: Optional[str]) -> None:
-    if text:
-        click.secho(f"tracecli: {text}", fg="yellow", err=True)
-
-
-@contextlib.contextmanager
-def progress_bar(enabled: bool):
-    """A rich progress bar on stderr when it is a terminal; a no-op callback otherwise."""
-    if not enabled:
-        yield None
+    """``tracecli: TEXT`` on stderr, wrapped (at spaces, never between a number and its
+    unit; later lines indented) at :func:`text_width`."""
+    if not text:
         return
-    from rich.console import Console
+    text = f"tracecli: {text}"
+    width = text_width()
+    if width is not None and len(text) > width:
+        from ..render.layout import wrap_plain
 
-    err = Console(stderr=True)
-    if not err.is_terminal:
-        yield None
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=err, transient=True) as bar:
-        tasks: dict[str, int] = {}
-
-        def update(stage: str, done: int, total: int) -> None:
-            if stage not in tasks:
-                tasks[stage] = bar.add_task(stage, total=total or None)
-            bar.update(tasks[stage], completed=done)
-
-        yield update
+        text = "\n".join(wrap_plain(text, width, indent="  "))
+    click.secho(text, fg="yellow", err=True)
 
 
 # The output options, each declared here once; a command passes its own help or metavar.
@@ -144,7 +139,9 @@ def emit(result: Result, options: Output) -> None:
     else:
         view = result.view(options.top)
         if view is not None:
-            console().print(view)
+            from ..render.layout import fit_prose
+
+            console().print(fit_prose(view))
         lines = result.lines()
         if lines is not None:  # whole lines, never cut or wrapped by a table
             click.echo("\n".join(lines))

@@ -14,6 +14,7 @@ from .options import compute_from, compute_options, cost_from, cost_options, loa
     trace_argument
 from .output import Output, chrome_trace_option, emit, force_option, json_option, notice, \
     out_option, top_option
+from .progress import progress_bar
 from .strategy import STRATEGY_KEYS, strategy_from, strategy_options
 
 
@@ -47,7 +48,8 @@ def plan_buckets(ctx, trace, fmt, sizes, step, do_compare, **kw):
     strategy, compute, cost = strategy_from(kw), compute_from(kw), cost_from(kw)
     paths = run_paths(path)
     if paths is not None:  # a run: the lowest rank's step, its collectives by transfer time
-        report = analyze_run(paths)
+        with progress_bar(True) as progress:
+            report = analyze_run(paths, progress=progress)
         t = load_trace(report.run.ranks[0].path, fmt, sizes, step, quiet=output.as_json)
         if do_compare:
             result = CompareResult(compare_run(t, report, strategy, compute, cost))

@@ -17,7 +17,8 @@ from .inputs import given, load_trace, say_notices, session, silent_rank, trace_
 from .options import compute_from, compute_options, cost_from, ranks_from, process_options, \
     load_options, network_options, ranks_option, topology_from
 from .output import Output, chrome_trace_option, emit, force_option, json_option, notice, \
-    out_option, progress_bar, top_option
+    out_option, top_option
+from .progress import progress_bar
 from .strategy import STRATEGY_KEYS, strategy_from, strategy_options
 
 

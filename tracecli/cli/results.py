@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ..run import RunReport
     from .session import Session
 
-__all__ = ["Result", "InspectResult", "RunResult", "RunExportResult", "ExportResult",
+__all__ = ["Result", "InspectResult", "RunResult", "RunExportResult", "TraceExportResult", "ExportResult",
            "PlanResult", "CompareResult", "DryRunResult", "ReplayResult", "CalibrationResult",
            "StatusResult", "CollectiveResult", "DiffResult"]
 
@@ -99,6 +99,16 @@ class RunExportResult(RunResult):
         from ..render.run import run_chrome_trace
 
         return jsonout.dumps(run_chrome_trace(self.report))
+
+
+class TraceExportResult(Result):
+    """One trace's recorded timeline (``export TRACE --to chrome``), a Chrome trace."""
+
+    def __init__(self, doc: dict):
+        self.doc = doc
+
+    def file_text(self):
+        return jsonout.dumps(self.doc)
 
 
 class ExportResult(Result):
@@ -185,18 +195,21 @@ class DryRunResult(Result):
     def json_text(self) -> str:
         return jsonout.dumps(self.plan.to_json())
 
-    def view(self, top=None):
+    def view(self, top=None):  # the last line is prose: it wraps at the console's width
+        from rich.console import Group
+        from rich.text import Text
+
         if self.plan.fsdp is not None:
             from ..render.fsdp import fsdp_plan_view
 
-            return fsdp_plan_view(self.plan, top)
-        from ..render.plans import plan_view
+            view = fsdp_plan_view(self.plan, top)
+        else:
+            from ..render.plans import plan_view
 
-        return plan_view(self.plan, top)
-
-    def lines(self):
-        return [f"dry run: {self.world} ranks ({self.backend}) would replay {self.iters} "
-                f"iterations after {self.warmup} warm-up; nothing was started"]
+            view = plan_view(self.plan, top)
+        return Group(view, Text(
+            f"dry run: {self.world} ranks ({self.backend}) would replay {self.iters} "
+            f"iterations after {self.warmup} warm-up; nothing was started"))
 
 
 class ReplayResult(Result):

@@ -5,11 +5,11 @@ call or list breaks after a comma inside its brackets (Python continues such lin
 shell words (``export ...``, command-line flags) break between words, each broken line
 ending in a backslash.
 
->>> _paste("DistributedDataParallel(model)  # defaults: bucket_cap_mb=25, first bucket 1 MiB")
+>>> paste_lines("DistributedDataParallel(model)  # defaults: bucket_cap_mb=25, first bucket 1 MiB")
 ['    # defaults: bucket_cap_mb=25, first bucket 1 MiB', '    DistributedDataParallel(model)']
->>> [len(x) <= 80 for x in _paste("f(model, caps=[" + ", ".join(["0.001953"] * 12) + "])")]
+>>> [len(x) <= 80 for x in paste_lines("f(model, caps=[" + ", ".join(["0.001953"] * 12) + "])")]
 [True, True]
->>> _paste("--all_reduce_spec=nccl --agg_small_grads_max_bytes=65536 --agg_small_grads_max_group=4")
+>>> paste_lines("--all_reduce_spec=nccl --agg_small_grads_max_bytes=65536 --agg_small_grads_max_group=4")
 ['    --all_reduce_spec=nccl --agg_small_grads_max_bytes=65536 \\', '        --agg_small_grads_max_group=4']
 """
 
@@ -71,7 +71,7 @@ def _fit_shell(line: str, indent: str) -> list[str]:
     return out + [current]
 
 
-def _paste(paste: str, indent: str = "    ") -> list[str]:
+def paste_lines(paste: str, indent: str = "    ") -> list[str]:
     """The lines to paste, each within the width where it can be broken and still paste."""
     lines = []
     for line in paste.splitlines():
@@ -101,6 +101,6 @@ def advice_lines(advice: Sequence, model: str) -> list[str]:
     for a in advice:
         head = (f"{a.title} (the trace's framework)" if a.traced else f"If you used {a.title}")
         lines += _wrap(f"{head}: {_action(a)}", "  ")
-        lines += _paste(a.paste)
+        lines += paste_lines(a.paste)
         lines += _wrap(a.why, "    ")
     return lines

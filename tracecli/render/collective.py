@@ -9,9 +9,14 @@ from rich.console import Group
 from rich.text import Text
 
 from ..units import format_size
-from .tables import new_table, value_columns
+from .layout import WORD, Column, Fitted, with_rank
 
 __all__ = ["collective_view"]
+
+
+# Which columns move to a second table first when the table is too wide: the last named.
+ORDER = ("size", "predicted us", "error band", "measured us", "(pred-meas)/meas", "algorithm",
+         "protocol", "NCCL us", "bytes", "pred algbw GB/s", "pred busbw GB/s")
 
 
 def _us(x: float) -> str:
@@ -26,8 +31,7 @@ def collective_view(op: str, model, rows, measured: Optional[str] = None) -> Gro
     head.append(f"predicted: {model.summary()}")
     if measured:
         head.append(f"\nmeasured: out-of-place times of {measured}")
-    table = new_table("Per size: NCCL's pick, timed" + (", measured by nccl-tests"
-                                                         if measured else ""))
+    title = "Per size: NCCL's pick, timed" + (", measured by nccl-tests" if measured else "")
     lines = []
     for r in rows:
         cells = [str(r.bytes), format_size(r.bytes), _us(r.predicted_us),
@@ -40,9 +44,9 @@ def collective_view(op: str, model, rows, measured: Optional[str] = None) -> Gro
     cols = ["bytes", "size", "predicted us", "error band", "algorithm", "protocol", "NCCL us",
             "pred algbw GB/s", "pred busbw GB/s"] + (["measured us", "(pred-meas)/meas"]
                                                       if measured else [])
-    shown = value_columns(table, cols, lines)
-    for cells in lines:
-        table.add_row(*cells)
+    columns = [Column(h, WORD if h in ("algorithm", "protocol") else "value", key=h == "size")
+               for h in cols]
+    shown = Fitted(title, with_rank(columns, ORDER), lines)
     basis = next((r.band.basis for r in rows if r.band is not None), None)
     foot = Text("predicted: the (algorithm, protocol) NCCL's model picks, timed by tracecli's "
                 "model (floor, NCCL's latency and bandwidth terms scaled per link, fitted on "

@@ -10,6 +10,7 @@ from rich.text import Text
 
 from ..model.fsdp import FsdpRun, contract_name
 from ..units import format_size
+from .advice import paste_lines
 from .tables import add_rows, format_ms, new_table, truncated, value_columns
 
 __all__ = ["run_view", "fsdp_plan_view", "advice_lines"]
@@ -96,5 +97,5 @@ def advice_lines(rows) -> list[str]:
         lines += textwrap.wrap(head, 80, subsequent_indent="  ")
         verdict = "Set:" if a.verdict == "set" else "Keep the defaults:"
         lines += textwrap.wrap(f"{verdict} {a.why}.", 80, subsequent_indent="  ")
-        lines += [f"  {line}" for line in a.paste]
+        lines += paste_lines("\n".join(a.paste), "  ")
     return lines

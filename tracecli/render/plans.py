@@ -17,7 +17,8 @@ from ..planning import STRATEGIES
 from ..units import format_size
 from .advice import advice_lines
 from .chrome import chrome_trace, complete_event
-from .tables import add_rows, format_ms as _ms, new_table, plural, truncated, value_columns
+from .layout import NAME, WORD, Column, Fitted, with_rank
+from .tables import format_ms as _ms, hidden_caption, plural, truncated
 
 __all__ = ["plan_view", "compare_view", "plan_chrome_trace", "plan_advice"]
 
@@ -67,11 +68,12 @@ def _span(names: list[str]) -> str:
     return names[0] if len(names) == 1 else f"{names[0]} .. {names[-1]}"
 
 
+# Which columns move to a second table first when a table is too wide: the last named.
+PLAN_ORDER = ("gradients", "bytes", "start", "end", "comm", "ready", "n", "NCCL algo/proto")
+COMPARE_ORDER = ("iteration ms", "vs best", "exposed ms", "hidden", "buckets", "vs run (model)")
+
+
 def plan_view(plan, top: Optional[int] = None) -> Group:
-    table = new_table("Buckets in launch order (ms from the step's start)")
-    table.add_column("#", justify="right", no_wrap=True)
-    table.add_column("n", justify="right", no_wrap=True)
-    table.add_column("gradients", overflow="fold", min_width=20, ratio=1)
     rows = []
     picks = [None if plan.measured else plan.cost.algorithm_protocol(b.collective, b.nbytes)
              for b in plan.timeline.buckets]
@@ -82,9 +84,11 @@ def plan_view(plan, top: Optional[int] = None) -> Group:
                      _ms(b.start_ms), _ms(b.end_ms), _ms(b.duration_ms)]
                     + (["/".join(pick) if pick else "-"] if picked else []))
     shown, hidden = truncated(rows, top)
-    buckets = value_columns(table, ["bytes", "ready", "start", "end", "comm"]
-                            + (["NCCL algo/proto"] if picked else []), shown, start=3)
-    add_rows(table, shown, hidden, "bucket")
+    cols = [Column("#", key=True), Column("n"), Column("gradients", NAME, min_width=20)]
+    cols += [Column(h) for h in ("bytes", "ready", "start", "end", "comm")]
+    cols += [Column("NCCL algo/proto", WORD)] if picked else []
+    buckets = Fitted("Buckets in launch order (ms from the step's start)",
+                     with_rank(cols, PLAN_ORDER), shown, hidden_caption(hidden, "bucket"))
     return Group(plan_header(plan), buckets, plan_summary(plan))
 
 
@@ -100,12 +104,10 @@ def plan_advice(plan, advice) -> list[str]:
 
 
 def compare_view(rows, inp_plan) -> Group:
-    table = new_table("Strategies, best first (settings to paste are below)")
     as_run = _run_model(rows)
     cols = ["strategy", "buckets", "iteration ms", "exposed ms", "hidden", "vs best"]
     if as_run is not None:
         cols.append("vs run (model)")
-    table.add_column(cols[0], no_wrap=True)
     predicted = [r.plan.timeline.iteration_ms for r in rows if not r.plan.measured]
     best = min(predicted) if predicted else None
     lines = []
@@ -117,9 +119,9 @@ def compare_view(rows, inp_plan) -> Group:
             base = as_run.timeline.iteration_ms
             cells.append(f"{100.0 * (t.iteration_ms - base) / base:+.1f}%" if base else "-")
         lines.append(cells)
-    strategies = value_columns(table, cols[1:], lines, start=1)
-    for cells in lines:
-        table.add_row(*cells)
+    columns = [Column(cols[0], NAME, key=True)] + [Column(h) for h in cols[1:]]
+    strategies = Fitted("Strategies, best first (settings to paste are below)",
+                        with_rank(columns, COMPARE_ORDER), lines)
     return Group(plan_header(inp_plan), strategies)
 
 

@@ -15,12 +15,20 @@ from ..costs import CalibrationProfile, bus_bandwidth_gbps
 from ..model import CollectiveKind
 from ..units import format_size
 from .chrome import chrome_trace, complete_event
-from .tables import add_rows, format_ms as _ms, new_table, plural, truncated, value_columns
+from .layout import Column, Fitted, with_rank
+from .tables import format_ms as _ms, hidden_caption, plural, truncated
 
 if TYPE_CHECKING:
     from ..replay.report import ReplayReport
 
 __all__ = ["replay_view", "calibration_view", "replay_chrome_trace"]
+
+
+# Which columns move to a second table first when a table is too wide: the last named.
+REPLAY_ORDER = ("bytes", "pred comm", "meas comm", "pred end", "meas end", "pred start",
+                "meas start", "bare comm")
+CALIBRATION_ORDER = ("mean ms", "line ms", "line error", "NCCL model ms", "NCCL error",
+                     "median ms", "bus GB/s")
 
 
 def replay_view(report: "ReplayReport", top: Optional[int] = None) -> Group:
@@ -33,7 +41,6 @@ def replay_view(report: "ReplayReport", top: Optional[int] = None) -> Group:
                 f"{plural(r.iters, 'timed iteration')} after {r.warmup} warm-up\n")
     head.append(f"prediction: {plan.cost.summary()}\n")
     head.append(f"compute: {plan.inp.compute_source}")
-    table = new_table("Buckets: predicted vs measured (ms from step start; medians)")
     bare = bool(m.buckets) and m.buckets[0].bare_ms is not None
     rows = []
     for b, mb in zip(p.buckets, m.buckets):
@@ -41,19 +48,17 @@ def replay_view(report: "ReplayReport", top: Optional[int] = None) -> Group:
                      _ms(b.end_ms), _ms(mb.end_ms), _ms(b.duration_ms), _ms(mb.duration_ms)]
                     + ([_ms(mb.bare_ms)] if bare else []))
     shown, hidden = truncated(rows, top)
-    buckets = value_columns(table, ["#", "bytes", "pred start", "meas start", "pred end",
-                                    "meas end", "pred comm", "meas comm"]
-                            + (["bare comm"] if bare else []), shown)
-    add_rows(table, shown, hidden, "bucket")
-    summary = new_table("Iteration")
+    cols = [Column("#", key=True)] + [Column(h) for h in (
+        "bytes", "pred start", "meas start", "pred end", "meas end", "pred comm", "meas comm")]
+    cols += [Column("bare comm")] if bare else []
+    buckets = Fitted("Buckets: predicted vs measured (ms from step start; medians)",
+                     with_rank(cols, REPLAY_ORDER), shown, hidden_caption(hidden, "bucket"))
     lines = [["iteration ms", _ms(p.iteration_ms), _ms(m.iteration_ms),
               _ms(m.iteration_p90_ms),
               f"{report.error_pct:+.1f}%" if report.error_pct is not None else "-"],
              ["exposed comm ms", _ms(p.exposed_comm_ms), _ms(m.exposed_comm_ms), "", ""]]
-    iteration = value_columns(summary, ["", "predicted", "measured median", "measured p90",
-                                        "(pred-meas)/meas"], lines)
-    for line in lines:
-        summary.add_row(*line)
+    iteration = Fitted("Iteration", [Column("", key=True)] + [Column(h) for h in (
+        "predicted", "measured median", "measured p90", "(pred-meas)/meas")], lines)
     held = ("every rank holds the exact sum" if report.plan.fsdp is None else
             "every all-gather, reduce-scatter and all-reduce exact on its group")
     tail = Text((f"buffers verified: {held}" if r.verified
@@ -65,8 +70,6 @@ def replay_view(report: "ReplayReport", top: Optional[int] = None) -> Group:
 def calibration_view(profile: CalibrationProfile, nccl=None) -> Group:
     """The measured sizes; with ``nccl`` (NCCL's model of the topology given), its
     prediction at each size beside them."""
-    table = new_table(f"all-reduce on {plural(profile.gpus, 'rank')} ({profile.backend}, "
-                      f"{profile.device})")
     rows = []
     for pt in profile.points:
         mean = pt.mean_ms
@@ -77,11 +80,11 @@ def calibration_view(profile: CalibrationProfile, nccl=None) -> Group:
         if nccl is not None:
             ms = nccl.time_ms(CollectiveKind.ALL_REDUCE, pt.bytes)
             rows[-1] += [_ms(ms), f"{100.0 * (ms - mean) / mean:+.1f}%"]
-    points = value_columns(table, ["bytes", "mean ms", "median ms", "line ms", "line error",
-                                   "bus GB/s"] + (["NCCL model ms", "NCCL error"] if nccl else []),
-                           rows)
-    for row in rows:
-        table.add_row(*row)
+    cols = [Column("bytes", key=True)] + [Column(h) for h in (
+        "mean ms", "median ms", "line ms", "line error", "bus GB/s")]
+    cols += [Column("NCCL model ms"), Column("NCCL error")] if nccl else []
+    points = Fitted(f"all-reduce on {plural(profile.gpus, 'rank')} ({profile.backend}, "
+                    f"{profile.device})", with_rank(cols, CALIBRATION_ORDER), rows)
     text = Text(f"fit: alpha {profile.alpha_us:.2f} us per step, bus bandwidth "
                 f"{profile.bandwidth_gbps:.3f} GB/s; R² {profile.r2:.4f}, MAPE "
                 f"{profile.mape_pct:.1f}%\n"

@@ -20,7 +20,8 @@ from ..run.extract import at_us
 from ..run.noise import FLOOR_MS, K, SLOT_FACTOR
 from ..run.times import arrival_ms
 from .chrome import chrome_trace, complete_event
-from .tables import add_rows, new_table, plural, truncated, value_columns
+from .layout import WORD, Column, Fitted, with_rank
+from .tables import hidden_caption, plural, truncated
 
 __all__ = ["run_json", "run_view", "run_chrome_trace", "RUN_FORMAT"]
 
@@ -117,11 +118,15 @@ def run_view(report: RunReport, top: Optional[int] = None) -> Group:
     return Group(*parts)
 
 
+# Which columns move to a second table first when a table is too wide: the last named.
+STEPS_ORDER = ("straggler", "lost ms", "most wait ms", "longest step ms", "threshold ms")
+RANKS_ORDER = ("offset us", "last", "straggler", "wait", "step", "compute", "transfer",
+               "spread us")
+
+
 def _steps_table(report: RunReport):
     if len(report.run.ranks) == 1:
         return _one_rank_steps(report)
-    table = new_table("Steps: the rank the others waited for (straggler) and what it cost")
-    table.add_column("step", no_wrap=True)
     rows = []
     for s in report.steps:
         slow = max(s.ranks.items(), key=lambda rt: (rt[1].step_ms, -rt[0]), default=None)
@@ -131,34 +136,27 @@ def _steps_table(report: RunReport):
                      "-" if s.noise_ms is None else f"{s.noise_ms:.1f}",
                      f"{slow[1].step_ms:.1f}" if slow else "-",
                      f"{waits[1].wait_ms:.1f} (r{waits[0]})" if waits else "-"])
-    shown = value_columns(table, ["straggler", "lost ms", "threshold ms", "longest step ms",
-                                  "most wait ms"], rows, start=1)
-    for row in rows:
-        table.add_row(*row)
-    return shown
+    cols = [Column("step", WORD, key=True)] + [Column(h) for h in (
+        "straggler", "lost ms", "threshold ms", "longest step ms", "most wait ms")]
+    return Fitted("Steps: the rank the others waited for (straggler) and what it cost",
+                  with_rank(cols, STEPS_ORDER), rows)
 
 
 def _one_rank_steps(report: RunReport):
     """One rank cannot split its collectives' time into wait and transfer, nor name a
     straggler: its steps say what it spent computing and in collectives, nothing more."""
     rank = report.run.ranks[0].rank
-    table = new_table(f"Steps of rank {rank} (its collectives' time includes waiting for "
-                      "the others)")
-    table.add_column("step", no_wrap=True)
     rows = [[s.label, f"{t.step_ms:.1f}", f"{t.compute_ms:.1f}",
              f"{t.wait_ms + t.transfer_ms:.1f}"]
             for s in report.steps for t in [s.ranks[rank]] if rank in s.ranks]
-    shown = value_columns(table, ["step ms", "compute ms", "in collectives ms"], rows, start=1)
-    for row in rows:
-        table.add_row(*row)
-    return shown
+    cols = [Column("step", WORD, key=True)] + [Column(h) for h in (
+        "step ms", "compute ms", "in collectives ms")]
+    return Fitted(f"Steps of rank {rank} (its collectives' time includes waiting for the "
+                  "others)", cols, rows)
 
 
 def _ranks_table(report: RunReport, top: Optional[int]):
     first = report.run.ranks[0].rank
-    table = new_table(f"Ranks: clock offset (ahead of rank {first}'s, from "
-                      f"{report.offsets_from} collective ends), times last, mean ms a step")
-    table.add_column("rank", justify="right", no_wrap=True)
     total = sum(report.last_counts.values()) or 1
     strag = {r: sum(1 for s in report.steps if s.straggler == r) for r in report.ranks}
     rows = []
@@ -173,10 +171,11 @@ def _ranks_table(report: RunReport, top: Optional[int]):
                      mean(lambda t: t.step_ms), mean(lambda t: t.compute_ms),
                      mean(lambda t: t.wait_ms), mean(lambda t: t.transfer_ms)])
     shown_rows, hidden = truncated(rows, top)
-    shown = value_columns(table, ["offset us", "spread us", "last", "straggler", "step",
-                                  "compute", "wait", "transfer"], shown_rows, start=1)
-    add_rows(table, shown_rows, hidden, "rank")
-    return shown
+    cols = [Column("rank", key=True)] + [Column(h) for h in (
+        "offset us", "spread us", "last", "straggler", "step", "compute", "wait", "transfer")]
+    return Fitted(f"Ranks: clock offset (ahead of rank {first}'s, from {report.offsets_from} "
+                  "collective ends), times last, mean ms a step",
+                  with_rank(cols, RANKS_ORDER), shown_rows, hidden_caption(hidden, "rank"))
 
 
 def _verdict(report: RunReport) -> list[str]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import textwrap
 from typing import Optional
 
 from rich import box
@@ -13,9 +12,10 @@ from rich.text import Text
 from ..analysis import Readiness, SizeReport
 from ..model import Trace
 from ..units import format_size
+from .layout import NAME, VALUE, WORD, Column, Fitted, with_rank
 
-__all__ = ["inspect_view", "truncated", "add_rows", "format_ms", "plural", "new_table",
-           "value_columns"]
+__all__ = ["inspect_view", "truncated", "add_rows", "hidden_caption", "format_ms", "plural",
+           "new_table", "value_columns"]
 
 
 def new_table(title: str) -> Table:
@@ -63,52 +63,44 @@ def add_rows(table: Table, shown: list[list[str]], hidden: int, noun: str) -> No
 
 
 def value_columns(table: Table, headers: list[str], rows: list[list[str]], start: int = 0) -> "Whole":
-    """Right-aligned columns for ``rows[*][start:]`` that never cut a value: each is at least
-    as wide as its widest value (a long header wraps instead). Returns the table to print."""
-    for i, header in enumerate(headers, start):
-        width = max((len(row[i]) for row in rows), default=1)
-        table.add_column(header, justify="right", overflow="fold", min_width=width)
+    """Right-aligned value columns for ``rows[*][start:]`` added to ``table``; returns the
+    table to print, laid out by :class:`~.layout.Fitted` (values never cut or split; the
+    columns before ``start`` are names or words, the first of them the key; the
+    rightmost columns move to a second table first). New tables build a
+    :class:`~.layout.Fitted` with their own order of importance instead."""
+    for header in headers:
+        table.add_column(header, justify="right")
     return Whole(table, len(headers))
 
 
 class Whole:
-    """A table printed with every column and every value whole where the width allows.
-    Too wide for the terminal, it gives up room in this order: the headers wider than their
-    values wrap (the widest first), then the other columns (names) wrap, and only when even
-    that does not fit do the last ``values`` columns wrap their values onto a second line.
-    (Left alone, rich narrows the widest columns first, values included, and cuts them.)"""
+    """A rich table (rows added after :func:`value_columns`) printed as a
+    :class:`~.layout.Fitted`: its last ``values`` columns are values, the others names
+    (wrapping) or, where ``no_wrap``, words and numbers."""
 
     def __init__(self, table: Table, values: int):
         self.table = table
         self.values = values
 
-    def _fits(self, console, options, bound: str) -> bool:
-        return getattr(self.table.__rich_measure__(console, options), bound) <= options.max_width
+    def fitted(self) -> Fitted:
+        n = len(self.table.columns)
+        cols = []
+        for k, c in enumerate(self.table.columns):
+            if k >= n - self.values or (c.no_wrap and c.justify == "right"):
+                kind = VALUE
+            else:
+                kind = WORD if c.no_wrap else NAME
+            cols.append(Column(str(c.header), kind, rank=k, key=k == 0, justify=c.justify,
+                               min_width=c.min_width if kind == NAME else None))
+        rows = [list(r) for r in zip(*(map(str, c._cells) for c in self.table.columns))]
+        return Fitted(str(self.table.title or ""), cols, rows,
+                      str(self.table.caption) if self.table.caption else None)
 
     def __rich_console__(self, console, options):
-        columns = self.table.columns
-        names, values = columns[:len(columns) - self.values], columns[len(columns) - self.values:]
-        if not self._fits(console, options, "maximum"):
-            for column in values:
-                column.no_wrap = bool(column.min_width)
-            self._wrap_headers(console, options, values)
-            if not self._fits(console, options, "maximum"):
-                for column in names:
-                    column.min_width, column.no_wrap = None, False
-                if not self._fits(console, options, "minimum"):
-                    for column in values:
-                        column.min_width, column.no_wrap = None, False
-        yield self.table
+        yield self.fitted()
 
-    def _wrap_headers(self, console, options, columns) -> None:
-        spare = sorted((c for c in columns if c.min_width), reverse=True,
-                       key=lambda c: len(str(c.header)) - c.min_width)
-        for column in spare:
-            if self._fits(console, options, "maximum"):
-                return
-            header = str(column.header)
-            width = max([column.min_width] + [len(w) for w in header.split()])
-            column.header = "\n".join(textwrap.wrap(header, width))
+    def __rich_measure__(self, console, options):
+        return self.fitted().__rich_measure__(console, options)
 
 
 def summary(trace: Trace, sizes: SizeReport) -> Text:
@@ -139,25 +131,34 @@ def summary(trace: Trace, sizes: SizeReport) -> Text:
     return text
 
 
+def hidden_caption(hidden: int, noun: str) -> Optional[str]:
+    """What :func:`truncated` left out, for a table's caption (``None``: nothing)."""
+    if not hidden:
+        return None
+    return f"{plural(hidden, 'more ' + noun)} (--top N shows N; --json has them all)"
+
+
+# Which columns move to a second table first when a table is too wide: the last named.
+READINESS_ORDER = ("gradient", "layer", "bytes", "ready ms", "shape", "tensors", "ready by",
+                   "bwd op", "cumulative")
+COLLECTIVES_ORDER = ("step", "kind", "purpose", "bytes", "ran", "took", "ended", "launched",
+                     "dtype", "elements")
+
+
 def readiness_table(ready: Readiness, top: Optional[int], per_gradient: bool,
-                    details: Optional[dict] = None) -> Table:
+                    details: Optional[dict] = None) -> Fitted:
     title = f"Gradient readiness during backward — {ready.method}"
     sources = {g.source for g in ready.gradients}
     by_column = per_gradient and len(sources) > 1  # one source for all: said in the title
     if per_gradient and len(sources) == 1:
         title += f" (ready by: {sources.pop()})"
-    table = new_table(title)
-    table.add_column("#", justify="right", overflow="fold")
-    table.add_column("layer" if not per_gradient else "gradient", overflow="fold", min_width=20)
-    if per_gradient:
-        table.add_column("shape", overflow="fold")
-    else:
-        table.add_column("tensors", justify="right", overflow="fold")
-    for col in ("bytes", "cumulative", "bwd op"):
-        table.add_column(col, justify="right", overflow="fold")
+    cols = [Column("#", key=True), Column("gradient" if per_gradient else "layer", NAME,
+                                          min_width=20)]
+    cols.append(Column("shape", WORD) if per_gradient else Column("tensors"))
+    cols += [Column("bytes"), Column("cumulative"), Column("bwd op")]
     if by_column:
-        table.add_column("ready by", overflow="fold")
-    table.add_column("ready ms", justify="right", overflow="fold")
+        cols.append(Column("ready by", WORD))
+    cols.append(Column("ready ms"))
     cumulative: Optional[int] = 0
     rows = []
     items = ready.gradients if per_gradient else ready.layers
@@ -180,16 +181,14 @@ def readiness_table(ready: Readiness, top: Optional[int], per_gradient: bool,
                          _size(item.nbytes), _size(cumulative), str(item.backward_position),
                          format_ms(info.get("ready_ms"))])
     shown, hidden = truncated(rows, top)
-    add_rows(table, shown, hidden, "row")
-    return table
+    return Fitted(title, with_rank(cols, READINESS_ORDER), shown, hidden_caption(hidden, "row"))
 
 
-def collectives_table(trace: Trace, top: Optional[int]) -> Table:
+def collectives_table(trace: Trace, top: Optional[int]) -> Fitted:
     """The collectives the traced run executed, step by step (ms from each step's start)."""
-    table = new_table("Collectives of the run (ms from each step's start)")
-    for col in ("step", "kind", "purpose", "elements", "bytes", "dtype", "launched", "ran",
-                "ended", "took"):
-        table.add_column(col, justify="left" if col in ("kind", "purpose", "dtype") else "right")
+    cols = [Column(h, WORD if h in ("kind", "purpose", "dtype") else VALUE)
+            for h in ("step", "kind", "purpose", "elements", "bytes", "dtype", "launched", "ran",
+                      "ended", "took")]
     rows = []
     for c in trace.collectives():
         took = None if c.start_ms is None or c.end_ms is None else c.end_ms - c.start_ms
@@ -198,34 +197,30 @@ def collectives_table(trace: Trace, top: Optional[int]) -> Table:
                      c.dtype or "?", format_ms(c.launch_ms), format_ms(c.start_ms),
                      format_ms(c.end_ms), format_ms(took)])
     shown, hidden = truncated(rows, top)
-    add_rows(table, shown, hidden, "collective")
-    return table
+    return Fitted("Collectives of the run (ms from each step's start)",
+                  with_rank(cols, COLLECTIVES_ORDER), shown, hidden_caption(hidden, "collective"))
 
 
-def statistics_table(sizes: SizeReport, trace_hint: str = "") -> Table:
-    table = new_table("Gradient sizes")
-    for col in ("count", "min", "median", "mean", "max", "total"):
-        table.add_column(col, justify="right")
+def statistics_table(sizes: SizeReport, trace_hint: str = "") -> Fitted:
+    cols = [Column(h) for h in ("count", "min", "median", "mean", "max", "total")]
     if not sizes.known:
-        table.add_row(str(sizes.gradients), *["?"] * 5)
-        table.caption = "sizes unknown" + (" (see sizes: above)" if trace_hint else "")
-        return table
-    table.add_row(str(sizes.gradients), _size(sizes.min), _size(sizes.median),
-                  _size(sizes.mean), _size(sizes.max), _size(sizes.total))
-    return table
+        return Fitted("Gradient sizes", cols, [[str(sizes.gradients), *["?"] * 5]],
+                      "sizes unknown" + (" (see sizes: above)" if trace_hint else ""))
+    return Fitted("Gradient sizes", cols, [[str(sizes.gradients), _size(sizes.min),
+                                            _size(sizes.median), _size(sizes.mean),
+                                            _size(sizes.max), _size(sizes.total)]])
 
 
-def histogram_table(sizes: SizeReport) -> Table:
-    table = new_table("Gradients by size class")
-    table.add_column("size class")
-    table.add_column("count", justify="right")
-    table.add_column("bytes", justify="right")
-    table.add_column("")
+def histogram_table(sizes: SizeReport) -> Fitted:
+    cols = [Column("size class", VALUE, key=True, justify="left"), Column("count"),
+            Column("bytes"), Column("", WORD)]
     most = max((c.count for c in sizes.histogram), default=1)
+    rows = []
     for c in sizes.histogram:
         label = "0 B" if c.low == 0 else f"{format_size(c.low)} – {format_size(c.high)}"
-        table.add_row(label, str(c.count), _size(c.nbytes), "█" * max(1, round(20 * c.count / most)))
-    return table
+        rows.append([label, str(c.count), _size(c.nbytes),
+                     "█" * max(1, round(20 * c.count / most))])
+    return Fitted("Gradients by size class", cols, rows)
 
 
 def inspect_view(trace: Trace, ready: Readiness, sizes: SizeReport, top: Optional[int] = None,

@@ -21,7 +21,9 @@ __all__ = ["analyze_run", "RunReport", "Run", "read_run", "is_run", "discover", 
            "analyze", "workers", "MAX_RUN_FILES", "MAX_DIR_ENTRIES"]
 
 
-def analyze_run(paths: Sequence[str], processes: Optional[int] = None) -> RunReport:
-    """Read the run in ``paths`` (a directory, or several rank traces) and analyse it."""
-    run = read_run(paths, processes)
+def analyze_run(paths: Sequence[str], processes: Optional[int] = None,
+                progress=None) -> RunReport:
+    """Read the run in ``paths`` (a directory, or several rank traces) and analyse it;
+    ``progress`` as :func:`~.load.read_run` takes it."""
+    run = read_run(paths, processes, progress)
     return analyze(run, match(run))

@@ -62,7 +62,10 @@ def _raise(answer) -> None:
     raise TraceFormatError(message, path=path, line=line)
 
 
-def _read_all(files: Sequence[str], processes: int) -> list[RankData]:
+def _read_all(files: Sequence[str], processes: int, progress=None) -> list[RankData]:
+    stage = f"reading {len(files)} rank traces"
+    if progress:
+        progress(stage, 0, len(files))
     if processes <= 1:
         answers = map(_read, files)
         out = []
@@ -70,6 +73,8 @@ def _read_all(files: Sequence[str], processes: int) -> list[RankData]:
             if isinstance(a, tuple) and a and a[0] == "error":
                 _raise(a)
             out.append(a)
+            if progress:
+                progress(stage, len(out), len(files))
         return out
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if "fork" in methods else None)
@@ -80,6 +85,8 @@ def _read_all(files: Sequence[str], processes: int) -> list[RankData]:
             if isinstance(a, tuple) and a and a[0] == "error":
                 _raise(a)
             out.append(a)
+            if progress:
+                progress(stage, len(out), len(files))
         return out
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
@@ -134,11 +141,12 @@ def _other_run(ranks: list[RankData], base_us: int) -> None:
                                    "a trace of another run? pass the traces of one run", path=r.path)
 
 
-def read_run(paths: Sequence[str], processes: Optional[int] = None) -> Run:
-    """The run in ``paths`` (one directory, or several files), read and checked."""
+def read_run(paths: Sequence[str], processes: Optional[int] = None, progress=None) -> Run:
+    """The run in ``paths`` (one directory, or several files), read and checked;
+    ``progress(stage, done, total)`` is called as each rank's trace is read."""
     found: Discovered = discover(paths)
     n = workers(len(found.files)) if processes is None else max(1, processes)
-    ranks = _read_all(found.files, min(n, len(found.files)))
+    ranks = _read_all(found.files, min(n, len(found.files)), progress)
     base_us = min(r.base_us for r in ranks)
     ranks.sort(key=lambda r: r.rank)
     _other_run(ranks, base_us)  # first: another run's rank also differs in its steps

@@ -143,8 +143,13 @@ def test_optimal_is_never_beaten_on_a_real_trace(trace, cost):
 
     doc = json.loads(run("plan-buckets", trace, "--compare", "--json", *cost).stdout)
     rows = [r for r in doc["compare"] if not r.get("measured")]
-    ours = next(r for r in rows if r["label"] == "optimal")
-    assert all(r["iteration_ms"] >= ours["iteration_ms"] - 1e-9 * ours["iteration_ms"] for r in rows)
+    ours = next(r for r in rows if r["label"] in ("optimal", "optimal (bounded)"))
+    faster = [r for r in rows if r["iteration_ms"] < ours["iteration_ms"] - 1e-9 * ours["iteration_ms"]]
+    # only DeepSpeed's flush of a parameter past its bucket, sent in pieces (a gradient split
+    # across collectives, outside the search: DDP sends each gradient whole), may be faster,
+    # and then the row says it is bounded
+    assert all(r["strategy"] == "deepspeed" for r in faster), faster
+    assert (ours["label"] == "optimal (bounded)") == bool(faster)
     single = json.loads(run("plan-buckets", trace, "--strategy", "optimal", "--json", *cost).stdout)
     assert "optimal within" not in " ".join(single.get("notes", []))  # exact here
     assert abs(single["predicted"]["iteration_ms"] - ours["iteration_ms"]) <= 1e-9 * ours["iteration_ms"]

@@ -172,7 +172,7 @@ def _never_beaten(rows: list[CompareRow], inp: PlanInput, cost: CostModel) -> li
     beat = [r for r in rows if faster(r.plan)]
     if not beat:
         return rows
-    at_once = [r for r in beat if not _delayed(r.plan)]
+    at_once = [r for r in beat if not _delayed(r.plan) and not _split(r.plan)]
     label, plan = "optimal", ours
     if at_once:
         row = min(at_once, key=lambda r: r.plan.timeline.iteration_ms)
@@ -189,13 +189,25 @@ def _never_beaten(rows: list[CompareRow], inp: PlanInput, cost: CostModel) -> li
             f"the buckets of the {row.label} row are {gap:.3f} ms faster under this model than "
             f"the search's{why}, and are taken",))
         ours = plan
-    if any(faster(r.plan) for r in rows):
+    still = [r.plan for r in rows if faster(r.plan)]
+    if still:
         label = "optimal (bounded)"
+    if any(_delayed(p) for p in still):
         plan = replace(plan, notes=plan.notes + (
             "a plan that delays its launches is faster under this model (it times a bucket "
             "queued behind another faster than one started alone); the search launches each "
             "bucket once its gradients are ready",))
+    if any(_split(p) for p in still):
+        plan = replace(plan, notes=plan.notes + (
+            "a plan that sends a gradient as several collectives (DeepSpeed's flush of a "
+            "parameter past reduce_bucket_size, in the pieces its ZeRO partitions cut) is "
+            "faster under this model; the search sends each gradient whole, as DDP can",))
     return rows[:k] + [CompareRow(label, plan)] + rows[k + 1:]
+
+
+def _split(plan: BucketPlan) -> bool:
+    """Whether a bucket of ``plan`` is sent as several collectives (DeepSpeed's pieces)."""
+    return any(b.pieces for b in plan.timeline.buckets)
 
 
 def _delayed(plan: BucketPlan) -> bool:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import itertools
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from planning_curves import partitions
 from tracecli.planning import predicted
 from tracecli.planning.base import Grad, Grouping
 from tracecli.costs import AlphaBeta as CostModel
@@ -14,17 +13,6 @@ from tracecli.model import CollectiveKind
 from tracecli.planning.optimal import optimal_partition
 from tracecli.planning.plan import PlanInput, make_plan
 from tracecli.planning.timeline import lower_bound, simulate
-
-
-def partitions(n):
-    for cuts in itertools.product([False, True], repeat=n - 1):
-        buckets, start = [], 0
-        for i, cut in enumerate(cuts, 1):
-            if cut:
-                buckets.append(tuple(range(start, i)))
-                start = i
-        buckets.append(tuple(range(start, n)))
-        yield buckets
 
 
 def brute_force(grads, cost, backward_end, cap=None):

@@ -150,6 +150,9 @@ def test_optimal_is_never_beaten_on_a_real_trace(trace, cost):
     # and then the row says it is bounded
     assert all(r["strategy"] == "deepspeed" for r in faster), faster
     assert (ours["label"] == "optimal (bounded)") == bool(faster)
+    if faster:  # and the text says why, under the table
+        text = run("plan-buckets", trace, "--compare", *cost).stdout
+        assert "optimal (bounded): a plan that sends a gradient as several collectives" in text
     single = json.loads(run("plan-buckets", trace, "--strategy", "optimal", "--json", *cost).stdout)
     assert "optimal within" not in " ".join(single.get("notes", []))  # exact here
     assert abs(single["predicted"]["iteration_ms"] - ours["iteration_ms"]) <= 1e-9 * ours["iteration_ms"]

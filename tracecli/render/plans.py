@@ -122,7 +122,9 @@ def compare_view(rows, inp_plan) -> Group:
     columns = [Column(cols[0], NAME, key=True)] + [Column(h) for h in cols[1:]]
     strategies = Fitted("Strategies, best first (settings to paste are below)",
                         with_rank(columns, COMPARE_ORDER), lines)
-    return Group(plan_header(inp_plan), strategies)
+    why = [Text(f"{r.label}: {r.plan.notes[-1]}") for r in rows  # why a row beats optimal
+           if r.label.endswith("(bounded)") and r.plan.notes]
+    return Group(plan_header(inp_plan), strategies, *why)
 
 
 def _run_model(rows):

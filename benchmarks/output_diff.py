@@ -148,6 +148,29 @@ INTENDED.append((
     lambda cmd: cmd == ["status", "--json"], _session_options))
 
 
+def _run_settings_pasted(out: bytes) -> bytes:
+    """A measured plan's "The run's own buckets: SETTING" line as the lines to paste, each
+    within 80 columns (render.advice.paste_lines)."""
+    sys.path.insert(0, str(ROOT))
+    from tracecli.render.advice import paste_lines
+
+    head = "The run's own buckets: "
+    lines = out.decode(errors="replace").split("\n")
+    new = []
+    for line in lines:
+        if line.startswith(head):
+            new += [head.rstrip()] + paste_lines(line[len(head):], "  ")
+        else:
+            new.append(line)
+    return "\n".join(new).encode()
+
+
+INTENDED.append((
+    "issue 26 item 1: a measured plan's own settings are pasted as lines within 80 columns "
+    "(the comment above, the call broken after a comma inside its brackets)",
+    lambda cmd: "observed" in cmd and "--json" not in cmd, _run_settings_pasted))
+
+
 # Deliberate changes too wide for a rewrite of the base output alone (names, rows that move,
 # numbers the change recomputes): each says which lines it may change, and takes those from
 # the new output only where every other line, spacing aside, is identical (else the diff shows).

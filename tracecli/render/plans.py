@@ -15,7 +15,7 @@ from rich.text import Text
 
 from ..planning import STRATEGIES
 from ..units import format_size
-from .advice import advice_lines
+from .advice import advice_lines, paste_lines
 from .chrome import chrome_trace, complete_event
 from .layout import NAME, WORD, Column, Fitted, with_rank
 from .tables import format_ms as _ms, hidden_caption, plural, truncated
@@ -97,7 +97,9 @@ def plan_advice(plan, advice) -> list[str]:
     (what to set in each framework: :mod:`.advice`), whole lines."""
     if plan.measured:
         text = plan.settings.get("text") or "no framework setting reproduces this plan"
-        return [f"The run's own buckets: {text}" if plan.settings.get("framework") else text]
+        if not plan.settings.get("framework"):
+            return [text]
+        return ["The run's own buckets:"] + paste_lines(text, "  ")  # each line pastes
     lines = [] if plan.settings.get("framework") else \
         ["No framework setting reproduces this plan's buckets."]
     return lines + advice_lines(advice, plan.cost.name)

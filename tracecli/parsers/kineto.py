@@ -6,8 +6,9 @@ last step with a backward pass):
 - each ``torch::autograd::AccumulateGrad`` is a gradient-producing op and its parameter a
   tensor ``g<K>``, in the order the gradients became ready; shapes and dtypes come from
   ``Input Dims``/``Input type`` (``record_shapes=True``), names and marks from a parameter
-  sidecar where they can be told (:mod:`.kineto_names`), else position and shape
-  (``grad17[64,32,3,3]``);
+  sidecar where they can be told (:mod:`.kineto_names`), else from the trace's own module
+  scopes (``with_stack=True``; :mod:`.kineto_modules`: ``Sequential_0/Conv2d_1.weight``),
+  else position and shape (``grad17[64,32,3,3]``);
 - every top-level ``autograd::engine::evaluate_function`` is a backward op, with its
   recorded start and duration; ``fwdbwd`` flows pair it with its forward op;
 - the host ops before backward on the step's thread are forward ops; ``Optimizer.step``
@@ -38,6 +39,7 @@ from .kineto_collectives import collectives, launched_by, launches, pair_runs
 from .kineto_device import DeviceClock, StepClock, step_clock
 from .kineto_step import notes_of, step_info
 from .kineto_events import Event, KinetoEvents, torch_dtype
+from .kineto_modules import module_scopes, name_by_modules
 from .kineto_names import name_gradients
 from .kineto_fsdp import fsdp_run
 from .kineto_fsdp1 import name_units
@@ -249,11 +251,19 @@ def build(path: str, ev: KinetoEvents, step_wanted: Optional[int] = None,
     fsdp = fsdp_run(path, threads, step, issued, ran, grads, [t.elements for t in tensors],
                     world.get("world_size"), where)
     note = None
+    positional = [t.name for t in tensors]
+    if fsdp is None:  # FSDP's gradients are flat or sharded parameters: its units name them
+        tensors, note = name_by_modules(tensors, grads, ops, where, threads,
+                                        module_scopes(ev.modules, path))
     if variables is not None:
         # FSDP1 accumulates flat parameters, FSDP2 with param_dtype low-precision gradients:
         # the sidecar names FSDP's units instead (name_units)
+        by_modules = [t.name for t in tensors]
         tensors, note = name_gradients(tensors, variables, sizes_path or "the sidecar",
                                        readying, path, units=fsdp is not None)
+        kept = sum(t.name == m != p for t, m, p in zip(tensors, by_modules, positional))
+        if kept:
+            note += f"; {kept} keep the names the trace's module scopes give"
     info = step_info(step, steps, clock, window, ops, ran, world.get("world_size"))
     shapes = any(t.shape is not None for t in tensors)
     unrecorded = [t.name for t, (th, i) in zip(tensors, grads)

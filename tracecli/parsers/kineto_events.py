@@ -3,7 +3,8 @@
 Reads ``export_chrome_trace`` output as a stream (see :mod:`._jsonstream`) and keeps, as
 small records, only what the analyses need: host ops and annotations (``cpu_op``,
 ``user_annotation``; the shapes of collectives, of gradient accumulation and of FSDP's own
-``fsdp::`` ops), collective kernels (``nccl*``), the CUDA runtime calls that launch
+``fsdp::`` ops, of the layer operators :mod:`.kineto_roles` lists), the Python tracer's
+``nn.Module: Class_N`` scopes (``with_stack=True``; see :mod:`.kineto_modules`), collective kernels (``nccl*``), the CUDA runtime calls that launch
 work on the device (to pair a kernel with its host op), every device activity as a
 :class:`Activity` (kernels, memory copies and sets: when each ran, for device time, see
 :mod:`.kineto_device`), the device's ``ProfilerStep#K`` annotations, and ``fwdbwd`` flows.
@@ -20,8 +21,10 @@ from typing import Any, BinaryIO, Callable, NamedTuple, Optional
 from ..errors import TraceFormatError, excerpt
 from ..jsonfile import finite_number
 from ._jsonstream import iter_trace
+from .kineto_roles import ROLE_OPS
 
-__all__ = ["Event", "Flow", "Activity", "KinetoEvents", "read_events", "torch_dtype", "COMM_ARGS"]
+__all__ = ["Event", "Flow", "Activity", "KinetoEvents", "read_events", "torch_dtype", "COMM_ARGS",
+           "MODULE_PREFIX"]
 
 # args kept for the events that need them (collectives, gradient accumulation)
 COMM_ARGS = ("Collective name", "In msg nelems", "Out msg nelems", "dtype", "Group size",
@@ -32,6 +35,8 @@ _DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 _INTEGER_ARGS = ("In msg nelems", "Out msg nelems", "Group size", "Seq", "Src Rank", "Dst Rank")
 MAX_TEXT_ARG = 1 << 16  # a split list or Concrete Inputs entry longer than this is not read
 _KEEP_CATS = frozenset({"cpu_op", "user_annotation"})
+_OTHER_CATS = frozenset({"gpu_user_annotation", "python_function"})
+MODULE_PREFIX = "nn.Module: "  # the Python tracer's scope of a module's __call__ (with_stack=True)
 MAX_DIM = 1 << 48  # no real tensor dimension is larger
 MAX_EVENTS = 50_000_000
 
@@ -100,6 +105,7 @@ class KinetoEvents:
     flows: list[Flow] = field(default_factory=list)
     device: list[Activity] = field(default_factory=list)  # every kernel, memcpy, memset
     device_steps: list[tuple[str, float, float]] = field(default_factory=list)  # ProfilerStep#K
+    modules: list[Event] = field(default_factory=list)  # the Python tracer's nn.Module scopes
     top: dict[str, Any] = field(default_factory=dict)  # distributedInfo, schemaVersion, ...
     events: int = 0
 
@@ -151,7 +157,7 @@ def _kept_args(name: str, args: Any, path: str, line: int) -> Optional[dict]:
         raise TraceFormatError("\"args\" must be an object", path=path, line=line)
     if "Collective name" in args or name.startswith(("c10d::", "gloo:", "nccl:", "fsdp::")) \
             or name == "record_param_comms" \
-            or "AccumulateGrad" in name:
+            or "AccumulateGrad" in name or name in ROLE_OPS:
         kept = {k: args[k] for k in COMM_ARGS + _SHAPE_ARGS if k in args}
         if name.startswith("c10d::") and "Concrete Inputs" in args:  # splits, peers
             kept["Concrete Inputs"] = args["Concrete Inputs"]
@@ -223,11 +229,17 @@ def _complete(out: KinetoEvents, value: dict, path: str, line: int) -> None:
             out.launches[_key(args["correlation"], path, line, "correlation")] = (
                 _key(value.get("tid"), path, line, "tid"), _number(value.get("ts"), path, line, "ts"))
         return
-    if cat not in _KEEP_CATS and cat not in _DEVICE_CATS and cat != "gpu_user_annotation":
+    if cat not in _KEEP_CATS and cat not in _DEVICE_CATS and cat not in _OTHER_CATS:
         return
     name = value.get("name")
     if not isinstance(name, str):
         raise TraceFormatError("a trace event's \"name\" must be a string", path=path, line=line)
+    if cat == "python_function":
+        if name.startswith(MODULE_PREFIX):
+            out.modules.append(Event(name, cat, _key(value.get("tid", 0), path, line, "tid"),
+                                     _number(value.get("ts"), path, line, "ts"),
+                                     _number(value.get("dur", 0), path, line, "dur"), line))
+        return
     ts = _number(value.get("ts"), path, line, "ts")
     dur = _number(value.get("dur", 0), path, line, "dur")
     args = value.get("args")

@@ -1,0 +1,199 @@
+"""Gradient names from a profiler trace's own module scopes, against torch's answers.
+
+The fixtures come from ``tests/fixtures/kineto_modules/generate.py``: torch 2.13 on CPU,
+profiled with ``with_stack=True`` (an MLP, a CNN with BatchNorm and residual blocks, a
+model with a tied embedding, a frozen layer and a parameter of its own, and the CNN under
+DDP on 2 gloo ranks). ``NAME.torch.json`` holds what torch said in the same run: the ready
+order (``register_post_accumulate_grad_hook``) and, per parameter, its owning module, its
+attribute and the modules from the model down to it numbered as torch's Python tracer
+numbers them (``Class_N``, from forward pre-hooks).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import shutil
+
+import pytest
+
+from tracecli import load_trace, readiness
+
+from conftest import FIXTURES, assert_error, run
+
+HERE = FIXTURES / "kineto_modules"
+CASES = ["mlp", "convbn", "tied_frozen", "ddp_convbn"]
+ROLE_CLASSES = {"Linear", "Conv2d", "Embedding"}  # in these models, of parsers/kineto_roles.py
+# gradients of a layer whose role the trace cannot prove, and why (from the model's shapes):
+NO_ROLE = {("tied_frozen", "hidden.weight"): "its input, 32 tokens of 32, is [32,32] like the weight"}
+
+
+def answers(case: str) -> dict:
+    return json.loads((HERE / f"{case}.torch.json").read_text())
+
+
+def alone(case: str, tmp_path):
+    """The trace copied away from its sidecar."""
+    return shutil.copy(HERE / f"{case}.json.gz", tmp_path / f"{case}.json.gz")
+
+
+def expected_names(case: str) -> list[str]:
+    """What the rule must give each gradient in ready order, from torch's own answers: the
+    owner's chain of modules without the ones every gradient's module sits in, then the
+    attribute where the layer's operator proves it, else the positional name."""
+    a = answers(case)
+    params = {p["name"]: p for p in a["named_parameters"]}
+    chains = [params[n]["chain"] for n in a["ready_order"]]
+    parents = [c[:-1] for c in chains]
+    common = 0
+    while all(len(p) > common and p[common] == parents[0][common] for p in parents):
+        common += 1
+    out = []
+    for k, n in enumerate(a["ready_order"]):
+        p = params[n]
+        path = "/".join(p["chain"][common:])
+        if p["module_class"] in ROLE_CLASSES and (case, n) not in NO_ROLE:
+            out.append(f"{path}.{p['attr']}")
+        else:
+            out.append(f"{path}:grad{k}[{','.join(map(str, p['shape']))}]")
+    return out
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_names_are_torch_s_modules_and_parameters(case, tmp_path):
+    ready = readiness(load_trace(alone(case, tmp_path)))
+    assert [g.name for g in ready.gradients] == expected_names(case)
+    params = {p["name"]: p for p in answers(case)["named_parameters"]}
+    for g, n in zip(ready.gradients, answers(case)["ready_order"]):
+        assert list(g.shape) == params[n]["shape"]
+
+
+def test_the_cases_cover_what_the_rule_must_keep_apart():
+    """A tied weight (held by two modules), frozen parameters (no gradient), a parameter of
+    the model itself, BatchNorm's weight and bias (one shape), DDP's wrapper."""
+    tied = {p["name"]: p for p in answers("tied_frozen")["named_parameters"]}
+    assert tied["embed.weight"]["held_by"] == ["embed.weight", "decoder.weight"]
+    frozen = [n for n, p in tied.items() if not p["requires_grad"]]
+    assert frozen == ["frozen.weight", "frozen.bias"]
+    assert not set(frozen) & set(answers("tied_frozen")["ready_order"])
+    assert tied["scale"]["module"] == ""
+    ddp = answers("ddp_convbn")["named_parameters"][0]["chain"]
+    assert ddp[0] == "DistributedDataParallel_0" and answers("ddp_convbn")["ranks"] == 2
+
+
+def test_ddp_and_one_process_give_the_same_names(tmp_path):
+    one = [g.name for g in readiness(load_trace(alone("convbn", tmp_path))).gradients]
+    ddp = [g.name for g in readiness(load_trace(alone("ddp_convbn", tmp_path))).gradients]
+    assert one == ddp and "Sequential_0/Block_0/Conv2d_1.weight" in one
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_sidecar_wins_and_agrees(case, tmp_path):
+    """With its sidecar each gradient gets torch's own name; that parameter's module, as
+    torch numbers it, is the module the trace's scopes named."""
+    by_sidecar = readiness(load_trace(HERE / f"{case}.json.gz")).gradients
+    by_scopes = readiness(load_trace(alone(case, tmp_path))).gradients
+    params = {p["name"]: p for p in answers(case)["named_parameters"]}
+    assert [g.name for g in by_sidecar] == answers(case)["ready_order"] or case == "tied_frozen"
+    for side, own in zip(by_sidecar, by_scopes):
+        if side.name in params:
+            assert params[side.name]["chain"][-1] == own.layer.split("/")[-1]
+        else:  # the sidecar could not tell: the trace's module name stays
+            assert side.name == own.name
+
+
+def test_tied_frozen_with_its_sidecar_keeps_module_names_where_it_cannot_tell():
+    """Three [32] parameters (hidden.bias, frozen.bias, scale) but two [32] gradients, two
+    [32,32] parameters but one gradient: the sidecar cannot say which; the scopes can."""
+    names = [g.name for g in readiness(load_trace(HERE / "tied_frozen.json.gz")).gradients]
+    assert names == ["decoder.bias", "TiedFrozen_0:grad1[32]", "TiedFrozen_0/Linear_0.bias",
+                     "TiedFrozen_0/Linear_0:grad3[32,32]", "embed.weight"]
+
+
+def test_a_trace_without_module_scopes_keeps_positional_names(tmp_path):
+    path = shutil.copy(FIXTURES / "kineto" / "mlp_default.json.gz", tmp_path / "t.json.gz")
+    names = [g.name for g in readiness(load_trace(path)).gradients]
+    assert all(re.fullmatch(r"grad\d+\[[\d,]+\]", n) for n in names)
+
+
+def test_the_note_says_where_names_come_from(tmp_path):
+    notes = load_trace(alone("convbn", tmp_path)).meta.notes
+    assert any("module scopes" in n and "8 of 18 gradients by module and parameter" in n for n in notes)
+
+
+def rewritten(tmp_path, change) -> tuple:
+    """The MLP's trace with ``change(events)`` applied, one event a line (event i on line
+    i + 2); returns the path and the line of the event ``change`` names by its index."""
+    doc = json.loads(gzip.open(HERE / "mlp.json.gz", "rt").read())
+    events = doc.pop("traceEvents")
+    at = change(events)
+    path = tmp_path / "mlp.json"
+    path.write_text('{"traceEvents": [\n' + ",\n".join(json.dumps(e) for e in events) + "\n],\n"
+                    + json.dumps(doc)[1:] + "\n")
+    return path, at + 2
+
+
+def first(events, name: str) -> int:
+    return next(i for i, e in enumerate(events) if e.get("name") == name)
+
+
+def renamed(new: str):
+    def change(events):
+        i = first(events, "nn.Module: Linear_1")
+        events[i]["name"] = new
+        return i
+    return change
+
+
+@pytest.mark.parametrize("bad,word", [
+    ("nn.Module: Linear", "Class_N"), ("nn.Module: 9Linear_1", "Class_N"), ("nn.Module: ", "Class_N"),
+    ("nn.Module: Lin ear_1", "Class_N"), ("nn.Module: Linear_12345678901234", "billion"),
+])
+def test_a_malformed_module_scope_is_one_line(tmp_path, bad, word):
+    path, line = rewritten(tmp_path, renamed(bad))
+    assert_error(run("inspect", path), f"{path}:{line}:", word)
+
+
+def test_scopes_that_overlap_without_nesting_are_one_line(tmp_path):
+    """The MLP's first Linear scope made to end after the model's."""
+    def change(events):
+        outer = first(events, "nn.Module: MLP_0")
+        inner = next(i for i, e in enumerate(events) if e.get("name") == "nn.Module: Linear_0"
+                     and e["ts"] > events[outer]["ts"])
+        events[inner]["dur"] = events[outer]["ts"] + events[outer]["dur"] - events[inner]["ts"] + 5
+        return inner
+    path, line = rewritten(tmp_path, change)
+    assert_error(run("inspect", path), f"{path}:{line}:", "nest")
+
+
+def test_a_module_scope_s_bad_time_is_one_line(tmp_path):
+    def change(events):
+        i = first(events, "nn.Module: Linear_1")
+        events[i]["ts"] = "soon"
+        return i
+    path, line = rewritten(tmp_path, change)
+    assert_error(run("inspect", path), f"{path}:{line}:", "ts")
+
+
+def test_python_ids_are_not_read(tmp_path):
+    """Scopes nest by time, as the tracer recorded the calls; the ``Python parent id`` args
+    (each event's nearest enclosing Python event) are not read, so cyclic, dangling or
+    non-numeric ids change nothing."""
+    for parent in (lambda e: e["args"]["Python id"], lambda e: 10**30, lambda e: "x"):
+        def change(events):
+            for e in events:
+                if e.get("cat") == "python_function":
+                    e["args"]["Python parent id"] = parent(e)
+            return 0
+        path, _ = rewritten(tmp_path, change)
+        assert [g.name for g in readiness(load_trace(path)).gradients] == expected_names("mlp")
+
+
+def test_a_layer_operator_with_bad_shapes_is_one_line(tmp_path):
+    def change(events):
+        i = first(events, "aten::linear")
+        events[i]["args"]["Input Dims"][1] = [-1, 64]
+        return i
+    path, line = rewritten(tmp_path, change)
+    assert_error(run("inspect", path), f"{path}:{line}:", "Input Dims")

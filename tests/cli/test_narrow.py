@@ -37,6 +37,11 @@ GH200 = FIXTURES / "nccl" / "cscs_gh200_2x1_all_reduce_perf.txt"
 RUNS = sorted(p for p in (FIXTURES / "multirank").iterdir() if p.is_dir()
               and any(p.glob("*.json*")))
 KINETO = sorted(K.glob("*.json.gz"))
+MODULES = sorted((FIXTURES / "kineto_modules").glob("*.json.gz"))  # names from module scopes
+DIFFS = [("multirank/gloo2_diff_cap25", "multirank/gloo2_diff_cap05"),
+         ("multirank/gloo2_clean", "multirank/gloo2_straggler"),
+         ("kineto/mlp_default.json.gz", "kineto/mlp_cap1.json.gz"),
+         ("kineto/resnet18_default.json.gz", "kineto/resnet18_cap25.json.gz")]
 FRAMEWORKS = sorted((FIXTURES / "megatron").glob("*.json.gz")) + \
     sorted((FIXTURES / "deepspeed").glob("*.json.gz"))
 FSDP = sorted(p for p in (FIXTURES / "fsdp").iterdir() if p.is_dir())
@@ -61,7 +66,7 @@ def _commands() -> list[list[str]]:
     cmds += [["inspect", a100], ["inspect", a100, "--per-gradient"],
              ["plan-buckets", a100, "--strategy", "observed"],
              ["replay", a100, "--dry-run", "--strategy", "observed", "--gpus", "2"]]
-    for k in KINETO + [f for f in FRAMEWORKS if f.name != "mc_tiny.json.gz"]:  # no sidecar
+    for k in KINETO + MODULES + [f for f in FRAMEWORKS if f.name != "mc_tiny.json.gz"]:  # no sidecar
         cmds.append(["inspect", str(k), "--per-gradient"])
         if k.name != "mlp_noshapes.json.gz":  # no shapes
             cmds.append(["plan-buckets", str(k), "--compare"])
@@ -71,6 +76,7 @@ def _commands() -> list[list[str]]:
         if d.name not in ("a100_host_ahead", "gloo4_missing_rank"):
             cmds.append(["plan-buckets", str(d), "--compare"])
     cmds.append(["replay", str(FIXTURES / "multirank" / "gloo2_clean"), "--dry-run"])
+    cmds += [["diff", str(FIXTURES / a), str(FIXTURES / b)] for a, b in DIFFS]
     for platform in ("dgx-h100", "aws-p4d", "gcp-a3"):
         cmds.append(["collective", "allreduce", "--platform", platform, "--nodes", "2"])
     cmds += [["collective", "allreduce", "--measured", str(GH200), "--nodes", "2",

@@ -18,7 +18,7 @@ import shutil
 
 import pytest
 
-from tracecli import load_trace, readiness
+from tracecli import LoadOptions, load_trace, readiness
 
 from conftest import FIXTURES, assert_error, run
 
@@ -33,9 +33,13 @@ def answers(case: str) -> dict:
     return json.loads((HERE / f"{case}.torch.json").read_text())
 
 
-def alone(case: str, tmp_path):
-    """The trace copied away from its sidecar."""
-    return shutil.copy(HERE / f"{case}.json.gz", tmp_path / f"{case}.json.gz")
+def alone(case: str):
+    """The trace without its sidecar (which is not named to be found beside it)."""
+    return HERE / f"{case}.json.gz"
+
+
+def with_sidecar(case: str):
+    return load_trace(HERE / f"{case}.json.gz", LoadOptions(sizes=str(HERE / f"{case}.params.json")))
 
 
 def expected_names(case: str) -> list[str]:
@@ -62,7 +66,7 @@ def expected_names(case: str) -> list[str]:
 
 @pytest.mark.parametrize("case", CASES)
 def test_names_are_torch_s_modules_and_parameters(case, tmp_path):
-    ready = readiness(load_trace(alone(case, tmp_path)))
+    ready = readiness(load_trace(alone(case)))
     assert [g.name for g in ready.gradients] == expected_names(case)
     params = {p["name"]: p for p in answers(case)["named_parameters"]}
     for g, n in zip(ready.gradients, answers(case)["ready_order"]):
@@ -83,8 +87,8 @@ def test_the_cases_cover_what_the_rule_must_keep_apart():
 
 
 def test_ddp_and_one_process_give_the_same_names(tmp_path):
-    one = [g.name for g in readiness(load_trace(alone("convbn", tmp_path))).gradients]
-    ddp = [g.name for g in readiness(load_trace(alone("ddp_convbn", tmp_path))).gradients]
+    one = [g.name for g in readiness(load_trace(alone("convbn"))).gradients]
+    ddp = [g.name for g in readiness(load_trace(alone("ddp_convbn"))).gradients]
     assert one == ddp and "Sequential_0/Block_0/Conv2d_1.weight" in one
 
 
@@ -92,8 +96,8 @@ def test_ddp_and_one_process_give_the_same_names(tmp_path):
 def test_the_sidecar_wins_and_agrees(case, tmp_path):
     """With its sidecar each gradient gets torch's own name; that parameter's module, as
     torch numbers it, is the module the trace's scopes named."""
-    by_sidecar = readiness(load_trace(HERE / f"{case}.json.gz")).gradients
-    by_scopes = readiness(load_trace(alone(case, tmp_path))).gradients
+    by_sidecar = readiness(with_sidecar(case)).gradients
+    by_scopes = readiness(load_trace(alone(case))).gradients
     params = {p["name"]: p for p in answers(case)["named_parameters"]}
     assert [g.name for g in by_sidecar] == answers(case)["ready_order"] or case == "tied_frozen"
     for side, own in zip(by_sidecar, by_scopes):
@@ -106,7 +110,7 @@ def test_the_sidecar_wins_and_agrees(case, tmp_path):
 def test_tied_frozen_with_its_sidecar_keeps_module_names_where_it_cannot_tell():
     """Three [32] parameters (hidden.bias, frozen.bias, scale) but two [32] gradients, two
     [32,32] parameters but one gradient: the sidecar cannot say which; the scopes can."""
-    names = [g.name for g in readiness(load_trace(HERE / "tied_frozen.json.gz")).gradients]
+    names = [g.name for g in readiness(with_sidecar("tied_frozen")).gradients]
     assert names == ["decoder.bias", "TiedFrozen_0:grad1[32]", "TiedFrozen_0/Linear_0.bias",
                      "TiedFrozen_0/Linear_0:grad3[32,32]", "embed.weight"]
 
@@ -118,7 +122,7 @@ def test_a_trace_without_module_scopes_keeps_positional_names(tmp_path):
 
 
 def test_the_note_says_where_names_come_from(tmp_path):
-    notes = load_trace(alone("convbn", tmp_path)).meta.notes
+    notes = load_trace(alone("convbn")).meta.notes
     assert any("module scopes" in n and "8 of 18 gradients by module and parameter" in n for n in notes)
 
 

@@ -87,7 +87,8 @@ def _changes_table(diff: RunDiff):
 
 def _buckets_table(diff: RunDiff):
     before, after = diff.buckets
-    table = new_table("Gradient buckets in launch order: elements, median transfer ms")
+    # no unit at the title's end, where a narrow table would leave it on a line of its own
+    table = new_table("Gradient buckets in launch order (times: the median transfer)")
     table.add_column("#", justify="right", no_wrap=True)
     rows = []
     for k in range(max(len(before), len(after))):

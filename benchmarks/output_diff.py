@@ -44,6 +44,8 @@ GH200 = ROOT / "tests" / "fixtures" / "nccl" / "cscs_gh200_2x1_all_reduce_perf.t
 KINETO = [K / f"{n}.json.gz" for n in ("mlp_default", "mixed_bf16", "tied_lm", "unused",
                                         "mlp_noshapes", "convbn_cap")]
 STRATEGIES = ("per-tensor", "single", "size", "ddp", "horovod", "tf-spec", "optimal")
+MODULES = [ROOT / "tests" / "fixtures" / "kineto_modules" / f"{n}.json.gz"
+           for n in ("convbn", "tied_frozen", "ddp_convbn")]  # recorded with module scopes
 
 
 # (what changed and why, which commands, the rewrite of the base output)
@@ -334,6 +336,12 @@ EXPECTED = [
      "plugin reports and the NICs as NCCL counts them: `collective` prints new times, bands "
      "and constants, and plans under --platform change with them (docs/nccl-time-model.md)",
      lambda cmd: cmd[0] == "collective" or (cmd[0] == "plan-buckets" and "--platform" in cmd)),
+    ("issue 26 item 3: a profiler trace recorded with module scopes (with_stack=True; "
+     "tests/fixtures/kineto_modules, added after the base) names its gradients by module path "
+     "and, where the layer's operator proves it, parameter (the base gave positional names), "
+     "and the longer names wrap in the tables; tests/parsers/test_kineto_modules.py checks "
+     "each name against torch's own answer",
+     lambda cmd: any("kineto_modules" in a for a in cmd)),
     ("issue 29 item 2: a profiler trace's gradients whose shapes repeat are named by the "
      "sidecar (they kept positional names), in text laid out anew by issue 26 item 1, so "
      "neither ALLOWED's line rule nor the layout comparison alone can follow it",
@@ -475,6 +483,8 @@ def commands() -> list[list[str]]:
     for k in KINETO:
         cmds += [["inspect", str(k), "--json"], ["plan-buckets", str(k), "--strategy", "observed"],
                  ["plan-buckets", str(k), "--compare"], ["plan-buckets", str(k), "--compare", "--json"]]
+    for k in MODULES:
+        cmds += [["inspect", str(k)], ["inspect", str(k), "--json"], ["plan-buckets", str(k), "--compare"]]
     # NCCL's model of a topology (issue 23: its times are NCCL's pick, timed)
     dgx = ["--platform", "dgx-h100", "--nccl", "2.30.7"]
     cmds += [["collective", "allreduce", "--nodes", "2", *dgx],

@@ -1,6 +1,7 @@
 """Fuzz campaign: 100,000 seeded mutants of every input format against tracecli's contract.
 
-Each mutant of a trace (Chainer dump, op list and its sidecar, profiler trace), a plan
+Each mutant of a trace (Chainer dump, op list and its sidecar, profiler trace, one with
+module scopes), a plan
 file, a timing file or a calibration profile goes through the commands that read it.
 The contract: exit 0 with valid JSON, or exit 2 with one line naming the file; never
 exit 1, never more than 10 s, never more than 1 GB. Workers run in parallel, each a fresh
@@ -21,8 +22,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKER = ROOT / "tests" / "fuzzing.py"
-KINDS = ["chainer", "tf-schedule", "kineto", "plan", "op-times", "calibration", "nccl-tests",
-         "nccl-log", "run"]
+KINDS = ["chainer", "tf-schedule", "kineto", "kineto-modules", "plan", "op-times", "calibration",
+         "nccl-tests", "nccl-log", "run"]
 
 
 def batch(seed: int, count: int) -> dict:

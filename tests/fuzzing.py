@@ -43,6 +43,7 @@ def seeds() -> dict[str, dict[str, bytes]]:
         "tf-schedule": {"trace.txt": (FIXTURES / "small_tf.txt").read_bytes(),
                         "trace.sizes.json": (FIXTURES / "small_tf.sizes.json").read_bytes()},
         "kineto": {"trace.json": (FIXTURES / "kineto_step.json").read_bytes()},
+        "kineto-modules": {"trace.json": _one_event_a_line(FIXTURES / "kineto_modules" / "mlp.json.gz")},
         "params": {"params.json": (FIXTURES / "megatron" / "distopt.sizes.json").read_bytes()},
         "plan": {"plan.json": None},  # made from the chainer seed at run time
         "op-times": {"times.json": json.dumps({"op1": 0.5, "/l1": 2.0, "forward_ms": 3}).encode()},
@@ -58,6 +59,14 @@ def seeds() -> dict[str, dict[str, bytes]]:
                        {"bytes": 1048576, "median_ms": 1.2, "times_ms": [1.2], "predicted_ms": 1.2}]
         }).encode()},
     }
+
+
+def _one_event_a_line(path: Path) -> bytes:
+    """A gzipped profiler trace as compact JSON text, one event a line."""
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    events = doc.pop("traceEvents")
+    return ('{"traceEvents": [\n' + ",\n".join(json.dumps(e) for e in events) + "\n],\n"
+            + json.dumps(doc)[1:] + "\n").encode()
 
 
 def mutate(data: bytes, rng: random.Random) -> bytes:
@@ -157,7 +166,7 @@ def commands(kind: str, files: dict[str, Path]) -> list[list[str]]:
     """What to run on a mutant of ``kind``."""
     first = str(next(iter(files.values())))
     chainer = str(FIXTURES / "mlp_chainer.txt")
-    if kind in ("chainer", "kineto"):
+    if kind in ("chainer", "kineto", "kineto-modules"):
         return [["inspect", first, "--json"], ["plan-buckets", first, "--json", "--strategy", "optimal"]]
     if kind == "params":  # a parameter list, no trace: a model of the step
         return [["inspect", first, "--json"],

@@ -172,8 +172,10 @@ def name_by_modules(tensors: list[Tensor], grads: Sequence[tuple[Thread, int]], 
 def _names(tensors: list[Tensor], found: dict) -> tuple[list[Tensor], Optional[str]]:
     """Rule step 5, and the note."""
     if not found:
-        return tensors, ("names: position and shape; the trace's module scopes hold no "
-                         "backward op's forward op that readied a gradient")
+        return tensors, ("names: position and shape (no module scope of the trace holds the "
+                         "forward op of a backward op that readied a gradient); pass the "
+                         "parameter sidecar with --sizes FILE (docs/inputs.md) for the model's "
+                         "own names")
     parents = [chain[:-1] for chain, _ in found.values()]
     common = 0
     while all(len(p) > common and p[common] == parents[0][common] for p in parents):

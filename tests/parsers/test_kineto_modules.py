@@ -201,3 +201,30 @@ def test_a_layer_operator_with_bad_shapes_is_one_line(tmp_path):
         return i
     path, line = rewritten(tmp_path, change)
     assert_error(run("inspect", path), f"{path}:{line}:", "Input Dims")
+
+
+def test_names_that_would_clash_keep_path_and_position(tmp_path):
+    """Two scopes of one name (two classes called ``Linear``, counted apart by the tracer)
+    would give two gradients the name ``Linear_0.weight``: neither gets it."""
+    def change(events):
+        i = first(events, "nn.Module: Linear_1")
+        for e in events:
+            if e.get("name") == "nn.Module: Linear_1":
+                e["name"] = "nn.Module: Linear_0"
+        return i
+    path, _ = rewritten(tmp_path, change)
+    names = [g.name for g in readiness(load_trace(path)).gradients]
+    assert names == ["Linear_2.bias", "Linear_2.weight", "Linear_0:grad2[128]",
+                     "Linear_0:grad3[128,128]", "Linear_0:grad4[128]", "Linear_0:grad5[128,64]"]
+
+
+def test_without_the_forward_backward_links_names_stay_positional(tmp_path):
+    """The flows tie a backward op to its forward op; without them nothing ties a gradient
+    to a module, and no name is made up."""
+    def change(events):
+        events[:] = [e for e in events if e.get("cat") != "fwdbwd"]
+        return 0
+    path, _ = rewritten(tmp_path, change)
+    trace = load_trace(path)
+    assert all(re.fullmatch(r"grad\d+\[[\d,]+\]", g.name) for g in readiness(trace).gradients)
+    assert any("--sizes FILE" in n for n in trace.meta.notes)

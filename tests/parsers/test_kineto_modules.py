@@ -48,14 +48,18 @@ def expected_names(case: str) -> list[str]:
     attribute where the layer's operator proves it, else the positional name."""
     a = answers(case)
     params = {p["name"]: p for p in a["named_parameters"]}
-    chains = [params[n]["chain"] for n in a["ready_order"]]
+    chains = [params[n]["chain"] for n in a["ready_order"] if n in params]
     parents = [c[:-1] for c in chains]
     common = 0
     while all(len(p) > common and p[common] == parents[0][common] for p in parents):
         common += 1
     out = []
     for k, n in enumerate(a["ready_order"]):
-        p = params[n]
+        p = params.get(n)
+        if p is None:  # held by no module, used outside every module's forward
+            free = next(f for f in a["outside_modules"] if f["name"] == n)
+            out.append(f"grad{k}[{','.join(map(str, free['shape']))}]")
+            continue
         path = "/".join(p["chain"][common:])
         if p["module_class"] in ROLE_CLASSES and (case, n) not in NO_ROLE:
             out.append(f"{path}.{p['attr']}")
@@ -68,20 +72,23 @@ def expected_names(case: str) -> list[str]:
 def test_names_are_torch_s_modules_and_parameters(case, tmp_path):
     ready = readiness(load_trace(alone(case)))
     assert [g.name for g in ready.gradients] == expected_names(case)
-    params = {p["name"]: p for p in answers(case)["named_parameters"]}
+    params = {p["name"]: p for p in answers(case)["named_parameters"] + answers(case).get("outside_modules", [])}
     for g, n in zip(ready.gradients, answers(case)["ready_order"]):
         assert list(g.shape) == params[n]["shape"]
 
 
 def test_the_cases_cover_what_the_rule_must_keep_apart():
     """A tied weight (held by two modules), frozen parameters (no gradient), a parameter of
-    the model itself, BatchNorm's weight and bias (one shape), DDP's wrapper."""
+    the model itself, one no module holds, BatchNorm's weight and bias (one shape), DDP's
+    wrapper."""
     tied = {p["name"]: p for p in answers("tied_frozen")["named_parameters"]}
     assert tied["embed.weight"]["held_by"] == ["embed.weight", "decoder.weight"]
     frozen = [n for n, p in tied.items() if not p["requires_grad"]]
     assert frozen == ["frozen.weight", "frozen.bias"]
     assert not set(frozen) & set(answers("tied_frozen")["ready_order"])
     assert tied["scale"]["module"] == ""
+    assert [f["name"] for f in answers("tied_frozen")["outside_modules"]] == ["free"]
+    assert "free" in answers("tied_frozen")["ready_order"]
     ddp = answers("ddp_convbn")["named_parameters"][0]["chain"]
     assert ddp[0] == "DistributedDataParallel_0" and answers("ddp_convbn")["ranks"] == 2
 
@@ -109,10 +116,11 @@ def test_the_sidecar_wins_and_agrees(case, tmp_path):
 
 def test_tied_frozen_with_its_sidecar_keeps_module_names_where_it_cannot_tell():
     """Three [32] parameters (hidden.bias, frozen.bias, scale) but two [32] gradients, two
-    [32,32] parameters but one gradient: the sidecar cannot say which; the scopes can."""
+    [32,32] parameters but one gradient: the sidecar cannot say which; the scopes can. The
+    parameter no module holds is in neither: it keeps its positional name."""
     names = [g.name for g in readiness(with_sidecar("tied_frozen")).gradients]
-    assert names == ["decoder.bias", "TiedFrozen_0:grad1[32]", "TiedFrozen_0/Linear_0.bias",
-                     "TiedFrozen_0/Linear_0:grad3[32,32]", "embed.weight"]
+    assert names == ["grad0[7]", "decoder.bias", "TiedFrozen_0:grad2[32]", "TiedFrozen_0/Linear_0.bias",
+                     "TiedFrozen_0/Linear_0:grad4[32,32]", "embed.weight"]
 
 
 def test_a_trace_without_module_scopes_keeps_positional_names(tmp_path):

@@ -6,7 +6,7 @@ renumbered, until the JSON reaches ``--mb`` megabytes; a gzipped copy is measure
 Each run is a fresh ``tracecli`` process; wall time and its peak RSS are reported.
 Target: peak memory well under 2 GB.
 
-    python benchmarks/kineto_scale.py [--mb 200] [--repeat 3]
+    python benchmarks/kineto_scale.py [--mb 200] [--repeat 3] [--source TRACE.json.gz]
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "tests" / "fixtures" / "kineto" / "mlp_default.json.gz"
 
 
-def make_trace(path: Path, megabytes: int) -> int:
-    doc = json.loads(gzip.decompress(SOURCE.read_bytes()))
+def make_trace(path: Path, megabytes: int, source: Path = SOURCE) -> int:
+    doc = json.loads(gzip.decompress(source.read_bytes()))
     events = [e for e in doc.pop("traceEvents")]
     timed = [e for e in events if e.get("ph") == "X"]
     start = min(e["ts"] for e in timed)
@@ -71,10 +71,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--source", type=Path, default=SOURCE,
+                        help="the trace to repeat (tests/fixtures/kineto_modules/mlp.json.gz: "
+                        "one recorded with module scopes, with_stack=True)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         plain = Path(tmp) / "big.json"
-        steps = make_trace(plain, args.mb)
+        steps = make_trace(plain, args.mb, args.source)
         packed = Path(tmp) / "big.json.gz"
         with plain.open("rb") as src, gzip.open(packed, "wb", compresslevel=3) as dst:
             dst.write(src.read())

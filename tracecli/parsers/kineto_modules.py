@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections import Counter
 from typing import Any, Optional, Sequence
 
 from ..errors import TraceFormatError, excerpt
@@ -182,7 +183,7 @@ def _names(tensors: list[Tensor], found: dict) -> tuple[list[Tensor], Optional[s
         common += 1
     named = list(tensors)
     full = {k: (f"{'/'.join(chain[common:])}.{role}" if role else None) for k, (chain, role) in found.items()}
-    clash = {n for n in full.values() if n is not None and list(full.values()).count(n) > 1}
+    clash = {n for n, c in Counter(full.values()).items() if n is not None and c > 1}
     roles = 0
     for k, (chain, role) in found.items():
         layer = "/".join(chain[common:])

@@ -77,6 +77,8 @@ def _commands() -> list[list[str]]:
             cmds.append(["plan-buckets", str(d), "--compare"])
     cmds.append(["replay", str(FIXTURES / "multirank" / "gloo2_clean"), "--dry-run"])
     cmds += [["diff", str(FIXTURES / a), str(FIXTURES / b)] for a, b in DIFFS]
+    for k in MODULES:  # module paths in the layer view and in the buckets' gradient names
+        cmds += [["inspect", str(k)], ["plan-buckets", str(k), "--max-bytes", "2k"]]
     for platform in ("dgx-h100", "aws-p4d", "gcp-a3"):
         cmds.append(["collective", "allreduce", "--platform", platform, "--nodes", "2"])
     cmds += [["collective", "allreduce", "--measured", str(GH200), "--nodes", "2",

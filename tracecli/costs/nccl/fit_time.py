@@ -33,8 +33,9 @@ __all__ = ["Point", "fit", "resolve", "loco", "PRIOR"]
 
 PRIOR = 0.02  # weight of the pull of each constant toward its prior, in units of one table's error
 # floors are pulled toward 0 on the scale of a kernel launch (10 µs) and of a network round
-# trip through a proxy (100 µs): a floor is then set by small sizes, not by one large one
-FLOOR_SCALE = {"floor": 10.0, "net_floor": 100.0}
+# trip through a proxy (100 µs), the launch term toward 0 on the scale of one kernel launch (5 µs):
+# a floor is then set by small sizes, not by one large one
+FLOOR_SCALE = {"floor": 10.0, "net_floor": 100.0, "launch": 5.0}
 
 
 class Point(NamedTuple):
@@ -44,6 +45,7 @@ class Point(NamedTuple):
     feats: tuple      # (1, multi-node, latency µs, bandwidth µs, NVLS-sm100 µs): timing.features
     measured_us: float
     cluster: str = ""  # the cluster measured: loco holds its tables out together (default: table)
+    gpus_per_thread: int = 1  # GPUs one thread drove (nccl-tests -g): timing.launch_us
 
 
 def _solve(a: list[list[float]], b: list[float]) -> list[float]:
@@ -78,7 +80,7 @@ def fit(points: list[Point]) -> dict[str, TimeParams]:
     Returns ``{"local", "network", "<family>", "<net>": TimeParams}``: a family's constants
     are ``network`` + its family's share, a transport's add its own share."""
     groups = sorted({g for p in points for g in _terms(p.net)})
-    names = ["floor", "bw_nvls_sm100"] + [f"{k}|{g}" for g in groups
+    names = ["floor", "bw_nvls_sm100", "launch"] + [f"{k}|{g}" for g in groups
                                           for k in ("net_floor", "lat", "bw")
                                           if not (g == "local" and k == "net_floor")]
     idx = {n: i for i, n in enumerate(names)}
@@ -91,6 +93,7 @@ def fit(points: list[Point]) -> dict[str, TimeParams]:
         one, multi, lat, bw, bw_nvls = p.feats
         x[idx["floor"]] = one / p.measured_us
         x[idx["bw_nvls_sm100"]] = bw_nvls / p.measured_us
+        x[idx["launch"]] = max(0, p.gpus_per_thread - 1) / p.measured_us
         for g in _terms(p.net):
             if g != "local":
                 x[idx[f"net_floor|{g}"]] = multi / p.measured_us
@@ -104,12 +107,13 @@ def fit(points: list[Point]) -> dict[str, TimeParams]:
         x[idx[n]] = 1.0 / FLOOR_SCALE.get(kind, 1.0)
         rows.append((x, 1.0 if base else 0.0, PRIOR))
     theta = _nonnegative_lstsq(rows, len(names), {i for n, i in idx.items() if n in (
-        "floor", "bw_nvls_sm100") or n.endswith(("|local", "|network"))})
-    nvls = theta[idx["bw_nvls_sm100"]]
+        "floor", "bw_nvls_sm100", "launch") or n.endswith(("|local", "|network"))})
+    nvls, launch = theta[idx["bw_nvls_sm100"]], theta[idx["launch"]]
     val = lambda k, g: theta[idx[f"{k}|{g}"]] if f"{k}|{g}" in idx else 0.0  # noqa: E731
     out = {}
     if "local" in groups:
-        out["local"] = TimeParams(theta[0], 0.0, val("lat", "local"), val("bw", "local"), nvls)
+        out["local"] = TimeParams(theta[0], 0.0, val("lat", "local"), val("bw", "local"), nvls,
+                                  launch)
     for g in groups:
         if g == "local":
             continue
@@ -118,7 +122,7 @@ def fit(points: list[Point]) -> dict[str, TimeParams]:
         key = g.split(":", 1)[-1]
         out[key] = TimeParams(theta[0], max(0.0, sum(val("net_floor", c) for c in chain)),
                               max(0.0, sum(val("lat", c) for c in chain)),
-                              max(0.0, sum(val("bw", c) for c in chain)), nvls)
+                              max(0.0, sum(val("bw", c) for c in chain)), nvls, launch)
     return out
 
 
@@ -159,7 +163,7 @@ def loco(points: list[Point]) -> dict[str, list[tuple[Point, float, str]]]:
     """Leave-one-cluster-out: each table predicted by constants fitted on the tables of the
     OTHER clusters only (a point's ``cluster``, else its table, is its cluster).
     ``{table: [(point, predicted µs, class used), ...]}``."""
-    from .timing import time_us
+    from .timing import launch_us, time_us
 
     out: dict[str, list[tuple[Point, float, str]]] = {}
     group = lambda p: p.cluster or p.table  # noqa: E731
@@ -168,5 +172,6 @@ def loco(points: list[Point]) -> dict[str, list[tuple[Point, float, str]]]:
         for p in (q for q in points if group(q) == held):
             hit = resolve(fitted, None if p.net == "local" else p.net)
             params, key = hit if hit is not None else (TimeParams(0.0, 0.0, 1.0, 1.0, 1.0), "nccl")
-            out.setdefault(p.table, []).append((p, time_us(params, p.feats), key))
+            out.setdefault(p.table, []).append(
+                (p, time_us(params, p.feats) + launch_us(params, p.gpus_per_thread), key))
     return out

@@ -44,8 +44,8 @@ constants, else those of all networks (:func:`.fit_time.resolve`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-__all__ = ["TimeParams", "channels_used", "features", "time_us", "NCCL_STEPS", "THREADS",
-           "THRESHOLD"]
+__all__ = ["TimeParams", "channels_used", "features", "time_us", "launch_us", "NCCL_STEPS",
+           "THREADS", "THRESHOLD"]
 
 NCCL_STEPS = 8  # src/include/device.h:26
 # comm->maxThreads (tuning.cc:244-257): Simple 512 (256 when the ring carries no more than
@@ -83,6 +83,7 @@ class TimeParams:
     lat: float
     bw: float
     bw_nvls_sm100: float = 1.0
+    launch: float = 0.0  # µs per more GPU one thread launches (launch_us); 0 in the product
 
 
 def features(lat_us: float, bw_gbps: float, nbytes: int, used: int, channels: int,
@@ -100,3 +101,14 @@ def time_us(params: TimeParams, feats: tuple[float, ...]) -> float:
     one, net, lat, bw, bw_nvls = feats
     return (params.floor * one + params.net_floor * net + params.lat * lat + params.bw * bw
             + params.bw_nvls_sm100 * bw_nvls)
+
+
+def launch_us(params: TimeParams, gpus_per_thread: int) -> float:
+    """µs more when ONE thread drives ``gpus_per_thread`` GPUs (nccl-tests ``-g N``): it
+    launches their kernels one after another inside one ``ncclGroupStart``/``ncclGroupEnd``
+    (nccl-tests src/common.cu, ``startColl`` called per GPU between the two; NCCL's
+    ``ncclGroupEnd`` launches each communicator's kernel in turn, src/group.cc
+    ``doLaunches``), where one process per GPU (torchrun, ``mpirun -np``) launches them in
+    parallel. A training table's harness, not the cluster: the product times one process per
+    GPU, as DDP and FSDP run, and never adds it."""
+    return params.launch * max(0, gpus_per_thread - 1)

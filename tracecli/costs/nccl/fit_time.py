@@ -14,7 +14,7 @@ by one large one. Base constants that would go negative are held at 0.
 :func:`resolve` answers a transport with its own constants where a table measured it, else its
 family's, else all networks': a transport no table measured is timed from the others.
 
->>> pts = [Point("a", "local", False, (1.0, 0.0, 10.0, n / 100.0, 0.0), 30.0 + 2 * n / 100.0)
+>>> pts = [Point("a", "local", False, (1.0, 0.0, 10.0, n / 100.0, 0.0, 0.0), 30.0 + 2 * n / 100.0)
 ...        for n in (100, 1000, 10000, 100000)]
 >>> p = fit(pts)["local"]   # 30 µs of floor and latency, twice NCCL's bandwidth term
 >>> from .timing import time_us
@@ -42,7 +42,7 @@ class Point(NamedTuple):
     table: str
     net: str          # the transport, or "local" on one node
     multi_node: bool
-    feats: tuple      # (1, multi-node, latency µs, bandwidth µs, NVLS-sm100 µs): timing.features
+    feats: tuple      # (1, multi-node, latency µs, bandwidth µs, NVLS-sm100 µs, NVLS latency µs)
     measured_us: float
     cluster: str = ""  # the cluster measured: loco holds its tables out together (default: table)
     gpus_per_thread: int = 1  # GPUs one thread drove (nccl-tests -g): timing.launch_us
@@ -81,8 +81,9 @@ def fit(points: list[Point]) -> dict[str, TimeParams]:
     are ``network`` + its family's share, a transport's add its own share."""
     groups = sorted({g for p in points for g in _terms(p.net)})
     names = ["floor", "bw_nvls_sm100", "launch"] + [f"{k}|{g}" for g in groups
-                                          for k in ("net_floor", "lat", "bw")
-                                          if not (g == "local" and k == "net_floor")]
+                                                    for k in ("net_floor", "lat", "bw")
+                                                    if not (g == "local" and k == "net_floor")]
+    names += [f"lat_nvls|{g}" for g in ("local", "network") if g in groups]
     idx = {n: i for i, n in enumerate(names)}
     per_table: dict[str, int] = {}
     for p in points:
@@ -90,7 +91,7 @@ def fit(points: list[Point]) -> dict[str, TimeParams]:
     rows = []
     for p in points:
         x = [0.0] * len(names)
-        one, multi, lat, bw, bw_nvls = p.feats
+        one, multi, lat, bw, bw_nvls, lat_nvls = p.feats
         x[idx["floor"]] = one / p.measured_us
         x[idx["bw_nvls_sm100"]] = bw_nvls / p.measured_us
         x[idx["launch"]] = max(0, p.gpus_per_thread - 1) / p.measured_us
@@ -99,10 +100,13 @@ def fit(points: list[Point]) -> dict[str, TimeParams]:
                 x[idx[f"net_floor|{g}"]] = multi / p.measured_us
             x[idx[f"lat|{g}"]] = lat / p.measured_us
             x[idx[f"bw|{g}"]] = bw / p.measured_us
+            if f"lat_nvls|{g}" in idx:
+                x[idx[f"lat_nvls|{g}"]] = lat_nvls / p.measured_us
         rows.append((x, 1.0, 1.0 / per_table[p.table]))
     for n in names:  # priors: base factors toward 1, shares and floors toward 0 (their scale)
         kind, _, g = n.partition("|")
-        base = (g in ("local", "network") and kind in ("lat", "bw")) or kind == "bw_nvls_sm100"
+        base = (g in ("local", "network") and kind in ("lat", "bw", "lat_nvls")) \
+            or kind == "bw_nvls_sm100"
         x = [0.0] * len(names)
         x[idx[n]] = 1.0 / FLOOR_SCALE.get(kind, 1.0)
         rows.append((x, 1.0 if base else 0.0, PRIOR))
@@ -113,7 +117,7 @@ def fit(points: list[Point]) -> dict[str, TimeParams]:
     out = {}
     if "local" in groups:
         out["local"] = TimeParams(theta[0], 0.0, val("lat", "local"), val("bw", "local"), nvls,
-                                  launch)
+                                  launch, max(0.0, val("lat_nvls", "local")))
     for g in groups:
         if g == "local":
             continue
@@ -122,7 +126,8 @@ def fit(points: list[Point]) -> dict[str, TimeParams]:
         key = g.split(":", 1)[-1]
         out[key] = TimeParams(theta[0], max(0.0, sum(val("net_floor", c) for c in chain)),
                               max(0.0, sum(val("lat", c) for c in chain)),
-                              max(0.0, sum(val("bw", c) for c in chain)), nvls, launch)
+                              max(0.0, sum(val("bw", c) for c in chain)), nvls, launch,
+                              max(0.0, val("lat_nvls", "network")))
     return out
 
 

@@ -180,7 +180,7 @@ class NcclModel:
         """The time model's terms of NCCL's pick for ``charged`` bytes (timing.features)."""
         a, p, _ = self.pick(kind, charged)
         if a == "none":
-            return 0.0, 0.0, 0.0, 0.0, 0.0
+            return 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
         # the pick is NCCL's (with the latency the network reports), its time is not: a
         # plugin's reported latency is a knob for NCCL's choice (aws-ofi-nccl chose 75 us
         # because "NCCL's internal tuner choices work better with this value",
@@ -190,8 +190,9 @@ class NcclModel:
         comm = table.comm
         used = channels_used(a, p, charged, comm.channels, comm.n_ranks,
                              self.ring.n_channels * self.ring.bw_intra)
+        nvls = a in ("NVLS", "NVLSTree")
         return features(lat, bw, charged, used, comm.channels, self.topology.nodes > 1,
-                        a in ("NVLS", "NVLSTree") and self.compcap >= 100)
+                        nvls and self.compcap >= 100, nvls)
 
     def time_params(self) -> Optional[tuple[TimeParams, str]]:
         """The fitted constants that time this topology, with their class (fitted.py)."""

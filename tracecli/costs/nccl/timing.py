@@ -84,23 +84,29 @@ class TimeParams:
     bw: float
     bw_nvls_sm100: float = 1.0
     launch: float = 0.0  # µs per more GPU one thread launches (launch_us); 0 in the product
+    lat_nvls: float = 1.0  # the factor on NCCL's latency term where the pick is NVLS/NVLSTree
 
 
 def features(lat_us: float, bw_gbps: float, nbytes: int, used: int, channels: int,
-             multi_node: bool, nvls_sm100: bool = False) -> tuple[float, ...]:
-    """``(1, multi-node?, latency µs, bandwidth µs, NVLS-on-sm100 bandwidth µs)``: the terms
-    each constant multiplies (the bandwidth term goes to the last where the pick is NVLS or
-    NVLSTree on compute capability 10.0+)."""
+             multi_node: bool, nvls_sm100: bool = False, nvls: bool = False
+             ) -> tuple[float, ...]:
+    """``(1, multi-node?, latency µs, bandwidth µs, NVLS-on-sm100 bandwidth µs, NVLS latency
+    µs)``: the terms each constant multiplies (the bandwidth term goes to the fifth where the
+    pick is NVLS or NVLSTree on compute capability 10.0+, the latency term to the last where
+    the pick is NVLS or NVLSTree on any: NCCL's NVLS latencies, tuning.cc's NVLS rows of
+    ``hwLat``/``baseLat``, price a multicast through the NVSwitch and, for NVLSTree, a tree
+    over the network, not a ring's or a tree's hops)."""
     frac = min(1.0, used / channels) if channels > 0 else 1.0
     bw_us = nbytes / (1000.0 * bw_gbps * frac) if bw_gbps > 0 else 0.0
-    return (1.0, 1.0 if multi_node else 0.0, lat_us, 0.0 if nvls_sm100 else bw_us,
-            bw_us if nvls_sm100 else 0.0)
+    return (1.0, 1.0 if multi_node else 0.0, 0.0 if nvls else lat_us,
+            0.0 if nvls_sm100 else bw_us, bw_us if nvls_sm100 else 0.0,
+            lat_us if nvls else 0.0)
 
 
 def time_us(params: TimeParams, feats: tuple[float, ...]) -> float:
-    one, net, lat, bw, bw_nvls = feats
+    one, net, lat, bw, bw_nvls, lat_nvls = feats
     return (params.floor * one + params.net_floor * net + params.lat * lat + params.bw * bw
-            + params.bw_nvls_sm100 * bw_nvls)
+            + params.bw_nvls_sm100 * bw_nvls + params.lat_nvls * lat_nvls)
 
 
 def launch_us(params: TimeParams, gpus_per_thread: int) -> float:

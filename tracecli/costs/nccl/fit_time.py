@@ -73,6 +73,14 @@ def _terms(net: str) -> list[str]:
     return ["network", "family:" + family(net), "net:" + net]
 
 
+def _no_floor(group: str) -> bool:
+    """Groups with no floor share of their own: one node (no network round trip) and a
+    transport that shares its family (``ib``, ``roce``, ``efa``, ``ofi``): its floor is its
+    family's, set by whichever of the family's tables measured small sizes (a transport whose
+    tables all start at 8 MiB would otherwise take a floor from its large sizes' errors)."""
+    return group == "local" or (group.startswith("net:") and family(group[4:]) != group[4:])
+
+
 def fit(points: list[Point]) -> dict[str, TimeParams]:
     """The constants of every class the points measure (see the module): one node
     (``local``); networks as ``network`` + ``family:F`` + ``net:N`` shrunk toward each other.
@@ -82,7 +90,7 @@ def fit(points: list[Point]) -> dict[str, TimeParams]:
     groups = sorted({g for p in points for g in _terms(p.net)})
     names = ["floor", "bw_nvls_sm100", "launch"] + [f"{k}|{g}" for g in groups
                                                     for k in ("net_floor", "lat", "bw")
-                                                    if not (g == "local" and k == "net_floor")]
+                                                    if not (k == "net_floor" and _no_floor(g))]
     names += [f"lat_nvls|{g}" for g in ("local", "network") if g in groups]
     idx = {n: i for i, n in enumerate(names)}
     per_table: dict[str, int] = {}
@@ -96,7 +104,7 @@ def fit(points: list[Point]) -> dict[str, TimeParams]:
         x[idx["bw_nvls_sm100"]] = bw_nvls / p.measured_us
         x[idx["launch"]] = max(0, p.gpus_per_thread - 1) / p.measured_us
         for g in _terms(p.net):
-            if g != "local":
+            if f"net_floor|{g}" in idx:
                 x[idx[f"net_floor|{g}"]] = multi / p.measured_us
             x[idx[f"lat|{g}"]] = lat / p.measured_us
             x[idx[f"bw|{g}"]] = bw / p.measured_us

@@ -341,8 +341,8 @@ class NcclModel:
         p, cls = hit
         net = f" over {self.link_net}" if self.link_net else ""
         return (f"timed{net} with constants fitted on public nccl-tests tables ({cls}: "
-                f"{p.floor + p.net_floor:.0f} us floor, latency x{p.lat:.2f}, "
-                f"bandwidth x{p.bw:.2f})")
+                f"{p.floor + p.net_floor:.0f} us floor, latency x{p.lat:.2f} (NVLS "
+                f"x{p.lat_nvls:.2f}), bandwidth x{p.bw:.2f})")
 
     def on(self, gpus: int) -> "NcclModel":
         """The same node shape on ``gpus`` ranks (whole nodes; fewer than a node: one node)."""

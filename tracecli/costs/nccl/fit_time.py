@@ -9,7 +9,10 @@ sum, shrunk toward each other by weak priors (:data:`PRIOR`): all networks' (``n
 factors pulled toward 1, NCCL's own numbers), plus its family's share (``verbs``,
 ``libfabric``, ...: :mod:`.transports`), plus its own share, each share pulled toward 0, so a
 transport measured at few sizes stays near its family and a floor is set by small sizes, not
-by one large one. Base constants that would go negative are held at 0.
+by one large one; a transport that shares its family has no floor share (:func:`_no_floor`).
+The NVLS latency factor is one for one node and one for all networks; the NVLS-on-sm100
+bandwidth factor and the launch term of a thread driving several GPUs (``Point.gpus_per_thread``,
+:func:`.timing.launch_us`) are one for all. Base constants that would go negative are held at 0.
 
 :func:`resolve` answers a transport with its own constants where a table measured it, else its
 family's, else all networks': a transport no table measured is timed from the others.

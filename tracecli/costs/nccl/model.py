@@ -263,8 +263,11 @@ class NcclModel:
                 if hit is not None:
                     p = hit[0]
                     fixed = p.floor + (p.net_floor if self.topology.nodes > 1 else 0.0)
-                    line = Linear(fixed + p.lat * lat, p.bw * per_byte) \
-                        if min(p.floor, p.net_floor, p.lat, p.bw) >= 0 else line
+                    # a bound under every pick: the smaller factor where NVLS has its own
+                    k_lat = min(p.lat, p.lat_nvls)
+                    k_bw = min(p.bw, p.bw_nvls_sm100) if self.compcap >= 100 else p.bw
+                    line = Linear(fixed + k_lat * lat, k_bw * per_byte) \
+                        if min(p.floor, p.net_floor, k_lat, k_bw) >= 0 else line
                 else:
                     line = Linear(lat, per_byte)
                 line = Linear(0.999 * line.latency_ms / 1000.0, 0.999 * line.ms_per_byte / 1000.0)
@@ -310,7 +313,8 @@ class NcclModel:
     def _time_doc(self) -> Optional[dict[str, Any]]:
         """The fitted constants that time this topology (null where none)."""
         hit = self.time_params()
-        return None if hit is None else {"class": hit[1], **hit[0].__dict__}
+        return None if hit is None else {"class": hit[1], **{
+            k: v for k, v in hit[0].__dict__.items() if k != "launch"}}  # launch: training only
 
     def _graphs(self) -> dict[str, Any]:
         """Ring, tree and NVLS graphs (``nvls`` null where NCCL would not enable it)."""

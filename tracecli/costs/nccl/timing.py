@@ -32,7 +32,10 @@ model"). tracecli keeps NCCL's CHOICE exactly and times that choice as it runs
   (:mod:`.transports`) actually deliver of it.
 
 So ``time = floor [+ net_floor] + lat · NCCL latency + bw · bytes / (NCCL bandwidth · channels
-used / channels)``: linear in the fitted constants (:mod:`.fit_time` fits them by least
+used / channels)``, ``lat`` being ``lat_nvls`` where the pick is NVLS or NVLSTree (NCCL's NVLS
+latencies price a multicast, not hops: :func:`features`) and the NVLS bandwidth on sm100 its
+own factor; a training table run by one thread driving several GPUs adds :func:`launch_us`.
+Linear in the fitted constants (:mod:`.fit_time` fits them by least
 squares on the training tables of :mod:`.training`). The link class is ``local`` on one node,
 else the network transport; a transport no training table measured takes its family's
 constants, else those of all networks (:func:`.fit_time.resolve`).
@@ -112,9 +115,9 @@ def time_us(params: TimeParams, feats: tuple[float, ...]) -> float:
 def launch_us(params: TimeParams, gpus_per_thread: int) -> float:
     """µs more when ONE thread drives ``gpus_per_thread`` GPUs (nccl-tests ``-g N``): it
     launches their kernels one after another inside one ``ncclGroupStart``/``ncclGroupEnd``
-    (nccl-tests src/common.cu, ``startColl`` called per GPU between the two; NCCL's
-    ``ncclGroupEnd`` launches each communicator's kernel in turn, src/group.cc
-    ``doLaunches``), where one process per GPU (torchrun, ``mpirun -np``) launches them in
-    parallel. A training table's harness, not the cluster: the product times one process per
-    GPU, as DDP and FSDP run, and never adds it."""
+    (nccl-tests src/common.cu:540-619 at a0b82b2, ``startColl``; NCCL's ``ncclGroupEnd``
+    sets each GPU's device and launches each communicator's kernel in turn, v2.30.7-1
+    src/group.cc:309-369 ``doLaunches``), where one process per GPU (torchrun,
+    ``mpirun -np``) launches them in parallel. A training table's harness, not the cluster:
+    the product times one process per GPU, as DDP and FSDP run, and never adds it."""
     return params.launch * max(0, gpus_per_thread - 1)

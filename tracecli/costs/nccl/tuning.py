@@ -370,9 +370,8 @@ def algo_time(table: Table, func: str, a: int, p: int, nbytes: int, pipe_ops: in
 
 
 def _candidates(table: Table, func: str) -> list[tuple[int, int]]:
-    """The pairs :func:`best` weighs for ``func``, in NCCL's order: enabled (bandwidth > 0),
-    CollNet only with CollNet, NVLS only where supported and NVLS alone on one node
-    (enqueue.cc:2028-2048). Cached on the table: a plan asks for thousands of sizes."""
+    """The pairs :func:`best` weighs for ``func`` in NCCL's order (enqueue.cc:2028-2048),
+    cached on the table: a plan asks for thousands of sizes."""
     cache = table.__dict__.setdefault("_candidates", {})
     hit = cache.get(func)
     if hit is None:

@@ -60,7 +60,8 @@ def megatron_launches(doc: dict, s: dict) -> list[tuple]:
 
 
 def megatron_plan(trace, s: dict, compute: ComputeRequest):
-    return plan_trace(trace, "megatron", megatron_options(s), compute, CostRequest(gpus=s["dp"])).plan
+    return plan_trace(trace, "megatron", megatron_options(s), compute, CostRequest(gpus=s["dp"]),
+                      advise=False).plan
 
 
 def megatron_buckets(plan, overlap: bool) -> list[tuple]:
@@ -117,7 +118,7 @@ def deepspeed_flushes(doc: dict, case: dict) -> list[tuple]:
 
 def deepspeed_plan(trace, case: dict, compute: ComputeRequest):
     return plan_trace(trace, "deepspeed", deepspeed_options(case), compute,
-                      CostRequest(gpus=case["world_size"])).plan
+                      CostRequest(gpus=case["world_size"]), advise=False).plan
 
 
 def deepspeed_buckets(plan, overlap: bool) -> list[tuple]:

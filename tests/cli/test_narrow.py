@@ -27,7 +27,7 @@ import pytest
 from rich.console import Console
 
 import tracecli.cli.output as output
-from conftest import DDP_GPU, FIXTURES, RESNET, SAMPLES, VGG, run
+from conftest import DDP_GPU, FIXTURES, RESNET, VGG, run
 
 WIDTH = 80
 MLP = FIXTURES / "mlp_chainer.txt"

@@ -18,6 +18,7 @@ def here(tmp_path, monkeypatch):
     return tmp_path
 
 
+@pytest.mark.slow  # a real 4-rank replay
 def test_the_three_lines(here):
     torch = pytest.importorskip("torch")  # noqa: F841 - replay needs it
     first = run("inspect", "trace.txt")

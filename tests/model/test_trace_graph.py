@@ -80,7 +80,7 @@ def test_backward_of_edges_are_the_trace_s_fwdbwd_flows(trace):
 
 @pytest.mark.parametrize("trace", [A100, KINETO / "mlp_default.json.gz"], ids=["a100", "torch213"])
 def test_next_edges_follow_each_thread_and_stream(trace):
-    events, doc = raw(trace), export(trace)
+    doc = export(trace)
     ops = _raw_ops(trace, doc)
     lanes = defaultdict(list)
     for op_id, e in ops.items():

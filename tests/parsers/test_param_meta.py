@@ -16,7 +16,7 @@ from tracecli.analysis import readiness
 from tracecli.errors import SizesError
 from tracecli.model import NO_META, ParamMeta
 from tracecli.parsers import LoadOptions, load
-from tracecli.pipeline import ComputeRequest, CostRequest, inputs, plan_trace
+from tracecli.pipeline import ComputeRequest, inputs
 from tracecli.planning.planfile import load_plan_file
 
 TRUTH = FIXTURES / "megatron" / "truth"

@@ -31,7 +31,7 @@ built. This module is the only place that knows networkx.
 from __future__ import annotations
 
 import enum
-from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, NamedTuple, Optional, Sequence
 
 from .kinds import BACKWARD_KINDS, EdgeKind, NodeType, OpKind
 from .records import Op, ParamMeta
@@ -47,6 +47,13 @@ __all__ = [
     "plain",
     "jsonable",
 ]
+
+
+if TYPE_CHECKING:  # what the class made on first use is, for type checkers and linters
+    import networkx as nx
+
+    class TraceGraph(nx.DiGraph):
+        ...
 
 
 def __getattr__(name: str):

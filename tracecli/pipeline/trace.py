@@ -50,11 +50,15 @@ def _setup(planned: Planned, options: OptionValues, strategies) -> tuple[Planned
 
 
 def plan_trace(trace: Trace, strategy: str, options: OptionValues, compute: ComputeRequest,
-               cost: Union[CostModel, CostRequest]) -> Planned:
+               cost: Union[CostModel, CostRequest], *, advise: bool = True) -> Planned:
+    """``strategy``'s plan of ``trace``, with its advice (every other strategy and each
+    framework tuned, under the same model: most of the work) unless ``advise`` is false."""
     if from_run(strategy):
         return as_run(trace, compute, cost)
     planned, options = _setup(prepare(trace, compute, cost), options, (strategy,))
     plan = make_plan(planned.inp, strategy, options, planned.cost)
+    if not advise:
+        return replace(planned, plan=plan)
     run, _ = _run(trace, compute, cost, planned)  # the advice's reference, where it can be
     advice = plan_advice(plan, trace.abilities.framework, options, _run_model(run, planned))
     return replace(planned, plan=plan, advice=advice)

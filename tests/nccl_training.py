@@ -197,7 +197,7 @@ TABLES: tuple[TrainingTable, ...] = (
                   _topo("h200", 2, 8, 3200.0, 8, "2.26.6", "roce"),
                   "skypilot-org/skypilot examples/gcp_gpu_direct_tcpx/README.md"),
     TrainingTable("gcp-a3high-2x8-h100-tcpx-ag", "dstack_gcp_a3high_h100_2x8_tcpx_all_gather_perf.txt",
-                  AG, "tcpx", _topo("h100", 2, 8, 800.0, 4, "2.30.7", "tcpx"), DSTACK + "gcp.md"),
+                  AG, "tcpx", _topo("h100", 2, 8, 800.0, 4, "2.19.3", "tcpx"), DSTACK + "gcp.md"),
     TrainingTable("gcp-a3mega-2x8-h100-tcpxo-ag", "dstack_gcp_a3mega_h100_2x8_tcpxo_all_gather_perf.txt",
                   AG, "tcpxo", _topo("h100", 2, 8, 1600.0, 8, "2.30.7", "tcpxo"), DSTACK + "gcp.md",
                   "gcp-a3mega"),

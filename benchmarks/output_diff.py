@@ -331,10 +331,13 @@ EXPECTED = [
     ("issue 24 item 1: a trace fit that fails says so without naming calibrate's options "
      "(--max-size, --iters), which plan-buckets does not have",
      lambda cmd: cmd[0] == "plan-buckets" and any(a.endswith("mixed_bf16.json.gz") for a in cmd)),
-    ("issue 23 (rounds 1 and 2, merged on main after the base): NCCL's pick is timed by the "
-     "fitted time model, with its error band, and NCCL's choice sees the latency a network "
-     "plugin reports and the NICs as NCCL counts them: `collective` prints new times, bands "
-     "and constants, and plans under --platform change with them (docs/nccl-time-model.md)",
+    ("issue 23 (rounds 1 and 2, merged on main after the base; round 3): NCCL's pick is "
+     "timed by the fitted time model, with its error band, and NCCL's choice sees the latency "
+     "a network plugin reports and the NICs as NCCL counts them; round 3 refits it on 17 "
+     "tables (the NCCL versions the sources state, an NVLS latency factor apart, a transport's "
+     "floor its family's) and the header names the NVLS factor: `collective` prints new "
+     "times, bands and constants, and plans under --platform change with them "
+     "(docs/nccl-time-model.md)",
      lambda cmd: cmd[0] == "collective" or (cmd[0] == "plan-buckets" and "--platform" in cmd)),
     ("issue 26 item 3: a profiler trace recorded with module scopes (with_stack=True; "
      "tests/fixtures/kineto_modules, added after the base) names its gradients by module path "

@@ -9,12 +9,15 @@ sum, shrunk toward each other by weak priors (:data:`PRIOR`): all networks' (``n
 factors pulled toward 1, NCCL's own numbers), plus its family's share (``verbs``,
 ``libfabric``, ...: :mod:`.transports`), plus its own share, each share pulled toward 0, so a
 transport measured at few sizes stays near its family and a floor is set by small sizes, not
-by one large one. Base constants that would go negative are held at 0.
+by one large one; a transport that shares its family has no floor share (:func:`_no_floor`).
+The NVLS latency factor is one for one node and one for all networks; the NVLS-on-sm100
+bandwidth factor and the launch term of a thread driving several GPUs (``Point.gpus_per_thread``,
+:func:`.timing.launch_us`) are one for all. Base constants that would go negative are held at 0.
 
 :func:`resolve` answers a transport with its own constants where a table measured it, else its
 family's, else all networks': a transport no table measured is timed from the others.
 
->>> pts = [Point("a", "local", False, (1.0, 0.0, 10.0, n / 100.0, 0.0), 30.0 + 2 * n / 100.0)
+>>> pts = [Point("a", "local", False, (1.0, 0.0, 10.0, n / 100.0, 0.0, 0.0), 30.0 + 2 * n / 100.0)
 ...        for n in (100, 1000, 10000, 100000)]
 >>> p = fit(pts)["local"]   # 30 µs of floor and latency, twice NCCL's bandwidth term
 >>> from .timing import time_us
@@ -33,17 +36,19 @@ __all__ = ["Point", "fit", "resolve", "loco", "PRIOR"]
 
 PRIOR = 0.02  # weight of the pull of each constant toward its prior, in units of one table's error
 # floors are pulled toward 0 on the scale of a kernel launch (10 µs) and of a network round
-# trip through a proxy (100 µs): a floor is then set by small sizes, not by one large one
-FLOOR_SCALE = {"floor": 10.0, "net_floor": 100.0}
+# trip through a proxy (100 µs), the launch term toward 0 on the scale of one kernel launch (5 µs):
+# a floor is then set by small sizes, not by one large one
+FLOOR_SCALE = {"floor": 10.0, "net_floor": 100.0, "launch": 5.0}
 
 
 class Point(NamedTuple):
     table: str
     net: str          # the transport, or "local" on one node
     multi_node: bool
-    feats: tuple      # (1, multi-node, latency µs, bandwidth µs, NVLS-sm100 µs): timing.features
+    feats: tuple      # (1, multi-node, latency µs, bandwidth µs, NVLS-sm100 µs, NVLS latency µs)
     measured_us: float
     cluster: str = ""  # the cluster measured: loco holds its tables out together (default: table)
+    gpus_per_thread: int = 1  # GPUs one thread drove (nccl-tests -g): timing.launch_us
 
 
 def _solve(a: list[list[float]], b: list[float]) -> list[float]:
@@ -71,6 +76,14 @@ def _terms(net: str) -> list[str]:
     return ["network", "family:" + family(net), "net:" + net]
 
 
+def _no_floor(group: str) -> bool:
+    """Groups with no floor share of their own: one node (no network round trip) and a
+    transport that shares its family (``ib``, ``roce``, ``efa``, ``ofi``): its floor is its
+    family's, set by whichever of the family's tables measured small sizes (a transport whose
+    tables all start at 8 MiB would otherwise take a floor from its large sizes' errors)."""
+    return group == "local" or (group.startswith("net:") and family(group[4:]) != group[4:])
+
+
 def fit(points: list[Point]) -> dict[str, TimeParams]:
     """The constants of every class the points measure (see the module): one node
     (``local``); networks as ``network`` + ``family:F`` + ``net:N`` shrunk toward each other.
@@ -78,9 +91,10 @@ def fit(points: list[Point]) -> dict[str, TimeParams]:
     Returns ``{"local", "network", "<family>", "<net>": TimeParams}``: a family's constants
     are ``network`` + its family's share, a transport's add its own share."""
     groups = sorted({g for p in points for g in _terms(p.net)})
-    names = ["floor", "bw_nvls_sm100"] + [f"{k}|{g}" for g in groups
-                                          for k in ("net_floor", "lat", "bw")
-                                          if not (g == "local" and k == "net_floor")]
+    names = ["floor", "bw_nvls_sm100", "launch"] + [f"{k}|{g}" for g in groups
+                                                    for k in ("net_floor", "lat", "bw")
+                                                    if not (k == "net_floor" and _no_floor(g))]
+    names += [f"lat_nvls|{g}" for g in ("local", "network") if g in groups]
     idx = {n: i for i, n in enumerate(names)}
     per_table: dict[str, int] = {}
     for p in points:
@@ -88,28 +102,33 @@ def fit(points: list[Point]) -> dict[str, TimeParams]:
     rows = []
     for p in points:
         x = [0.0] * len(names)
-        one, multi, lat, bw, bw_nvls = p.feats
+        one, multi, lat, bw, bw_nvls, lat_nvls = p.feats
         x[idx["floor"]] = one / p.measured_us
         x[idx["bw_nvls_sm100"]] = bw_nvls / p.measured_us
+        x[idx["launch"]] = max(0, p.gpus_per_thread - 1) / p.measured_us
         for g in _terms(p.net):
-            if g != "local":
+            if f"net_floor|{g}" in idx:
                 x[idx[f"net_floor|{g}"]] = multi / p.measured_us
             x[idx[f"lat|{g}"]] = lat / p.measured_us
             x[idx[f"bw|{g}"]] = bw / p.measured_us
+            if f"lat_nvls|{g}" in idx:
+                x[idx[f"lat_nvls|{g}"]] = lat_nvls / p.measured_us
         rows.append((x, 1.0, 1.0 / per_table[p.table]))
     for n in names:  # priors: base factors toward 1, shares and floors toward 0 (their scale)
         kind, _, g = n.partition("|")
-        base = (g in ("local", "network") and kind in ("lat", "bw")) or kind == "bw_nvls_sm100"
+        base = (g in ("local", "network") and kind in ("lat", "bw", "lat_nvls")) \
+            or kind == "bw_nvls_sm100"
         x = [0.0] * len(names)
         x[idx[n]] = 1.0 / FLOOR_SCALE.get(kind, 1.0)
         rows.append((x, 1.0 if base else 0.0, PRIOR))
     theta = _nonnegative_lstsq(rows, len(names), {i for n, i in idx.items() if n in (
-        "floor", "bw_nvls_sm100") or n.endswith(("|local", "|network"))})
-    nvls = theta[idx["bw_nvls_sm100"]]
+        "floor", "bw_nvls_sm100", "launch") or n.endswith(("|local", "|network"))})
+    nvls, launch = theta[idx["bw_nvls_sm100"]], theta[idx["launch"]]
     val = lambda k, g: theta[idx[f"{k}|{g}"]] if f"{k}|{g}" in idx else 0.0  # noqa: E731
     out = {}
     if "local" in groups:
-        out["local"] = TimeParams(theta[0], 0.0, val("lat", "local"), val("bw", "local"), nvls)
+        out["local"] = TimeParams(theta[0], 0.0, val("lat", "local"), val("bw", "local"), nvls,
+                                  launch, max(0.0, val("lat_nvls", "local")))
     for g in groups:
         if g == "local":
             continue
@@ -118,7 +137,8 @@ def fit(points: list[Point]) -> dict[str, TimeParams]:
         key = g.split(":", 1)[-1]
         out[key] = TimeParams(theta[0], max(0.0, sum(val("net_floor", c) for c in chain)),
                               max(0.0, sum(val("lat", c) for c in chain)),
-                              max(0.0, sum(val("bw", c) for c in chain)), nvls)
+                              max(0.0, sum(val("bw", c) for c in chain)), nvls, launch,
+                              max(0.0, val("lat_nvls", "network")))
     return out
 
 
@@ -159,7 +179,7 @@ def loco(points: list[Point]) -> dict[str, list[tuple[Point, float, str]]]:
     """Leave-one-cluster-out: each table predicted by constants fitted on the tables of the
     OTHER clusters only (a point's ``cluster``, else its table, is its cluster).
     ``{table: [(point, predicted µs, class used), ...]}``."""
-    from .timing import time_us
+    from .timing import launch_us, time_us
 
     out: dict[str, list[tuple[Point, float, str]]] = {}
     group = lambda p: p.cluster or p.table  # noqa: E731
@@ -168,5 +188,6 @@ def loco(points: list[Point]) -> dict[str, list[tuple[Point, float, str]]]:
         for p in (q for q in points if group(q) == held):
             hit = resolve(fitted, None if p.net == "local" else p.net)
             params, key = hit if hit is not None else (TimeParams(0.0, 0.0, 1.0, 1.0, 1.0), "nccl")
-            out.setdefault(p.table, []).append((p, time_us(params, p.feats), key))
+            out.setdefault(p.table, []).append(
+                (p, time_us(params, p.feats) + launch_us(params, p.gpus_per_thread), key))
     return out

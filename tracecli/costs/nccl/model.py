@@ -180,7 +180,7 @@ class NcclModel:
         """The time model's terms of NCCL's pick for ``charged`` bytes (timing.features)."""
         a, p, _ = self.pick(kind, charged)
         if a == "none":
-            return 0.0, 0.0, 0.0, 0.0, 0.0
+            return 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
         # the pick is NCCL's (with the latency the network reports), its time is not: a
         # plugin's reported latency is a knob for NCCL's choice (aws-ofi-nccl chose 75 us
         # because "NCCL's internal tuner choices work better with this value",
@@ -190,8 +190,9 @@ class NcclModel:
         comm = table.comm
         used = channels_used(a, p, charged, comm.channels, comm.n_ranks,
                              self.ring.n_channels * self.ring.bw_intra)
+        nvls = a in ("NVLS", "NVLSTree")
         return features(lat, bw, charged, used, comm.channels, self.topology.nodes > 1,
-                        a in ("NVLS", "NVLSTree") and self.compcap >= 100)
+                        nvls and self.compcap >= 100, nvls)
 
     def time_params(self) -> Optional[tuple[TimeParams, str]]:
         """The fitted constants that time this topology, with their class (fitted.py)."""
@@ -262,8 +263,11 @@ class NcclModel:
                 if hit is not None:
                     p = hit[0]
                     fixed = p.floor + (p.net_floor if self.topology.nodes > 1 else 0.0)
-                    line = Linear(fixed + p.lat * lat, p.bw * per_byte) \
-                        if min(p.floor, p.net_floor, p.lat, p.bw) >= 0 else line
+                    # a bound under every pick: the smaller factor where NVLS has its own
+                    k_lat = min(p.lat, p.lat_nvls)
+                    k_bw = min(p.bw, p.bw_nvls_sm100) if self.compcap >= 100 else p.bw
+                    line = Linear(fixed + k_lat * lat, k_bw * per_byte) \
+                        if min(p.floor, p.net_floor, k_lat, k_bw) >= 0 else line
                 else:
                     line = Linear(lat, per_byte)
                 line = Linear(0.999 * line.latency_ms / 1000.0, 0.999 * line.ms_per_byte / 1000.0)
@@ -309,7 +313,8 @@ class NcclModel:
     def _time_doc(self) -> Optional[dict[str, Any]]:
         """The fitted constants that time this topology (null where none)."""
         hit = self.time_params()
-        return None if hit is None else {"class": hit[1], **hit[0].__dict__}
+        return None if hit is None else {"class": hit[1], **{
+            k: v for k, v in hit[0].__dict__.items() if k != "launch"}}  # launch: training only
 
     def _graphs(self) -> dict[str, Any]:
         """Ring, tree and NVLS graphs (``nvls`` null where NCCL would not enable it)."""
@@ -340,8 +345,8 @@ class NcclModel:
         p, cls = hit
         net = f" over {self.link_net}" if self.link_net else ""
         return (f"timed{net} with constants fitted on public nccl-tests tables ({cls}: "
-                f"{p.floor + p.net_floor:.0f} us floor, latency x{p.lat:.2f}, "
-                f"bandwidth x{p.bw:.2f})")
+                f"{p.floor + p.net_floor:.0f} us floor, latency x{p.lat:.2f} (NVLS "
+                f"x{p.lat_nvls:.2f}), bandwidth x{p.bw:.2f})")
 
     def on(self, gpus: int) -> "NcclModel":
         """The same node shape on ``gpus`` ranks (whole nodes; fewer than a node: one node)."""

@@ -32,7 +32,10 @@ model"). tracecli keeps NCCL's CHOICE exactly and times that choice as it runs
   (:mod:`.transports`) actually deliver of it.
 
 So ``time = floor [+ net_floor] + lat · NCCL latency + bw · bytes / (NCCL bandwidth · channels
-used / channels)``: linear in the fitted constants (:mod:`.fit_time` fits them by least
+used / channels)``, ``lat`` being ``lat_nvls`` where the pick is NVLS or NVLSTree (NCCL's NVLS
+latencies price a multicast, not hops: :func:`features`) and the NVLS bandwidth on sm100 its
+own factor; a training table run by one thread driving several GPUs adds :func:`launch_us`.
+Linear in the fitted constants (:mod:`.fit_time` fits them by least
 squares on the training tables of :mod:`.training`). The link class is ``local`` on one node,
 else the network transport; a transport no training table measured takes its family's
 constants, else those of all networks (:func:`.fit_time.resolve`).
@@ -44,8 +47,8 @@ constants, else those of all networks (:func:`.fit_time.resolve`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-__all__ = ["TimeParams", "channels_used", "features", "time_us", "NCCL_STEPS", "THREADS",
-           "THRESHOLD"]
+__all__ = ["TimeParams", "channels_used", "features", "time_us", "launch_us", "NCCL_STEPS",
+           "THREADS", "THRESHOLD"]
 
 NCCL_STEPS = 8  # src/include/device.h:26
 # comm->maxThreads (tuning.cc:244-257): Simple 512 (256 when the ring carries no more than
@@ -83,20 +86,38 @@ class TimeParams:
     lat: float
     bw: float
     bw_nvls_sm100: float = 1.0
+    launch: float = 0.0  # µs per more GPU one thread launches (launch_us); 0 in the product
+    lat_nvls: float = 1.0  # the factor on NCCL's latency term where the pick is NVLS/NVLSTree
 
 
 def features(lat_us: float, bw_gbps: float, nbytes: int, used: int, channels: int,
-             multi_node: bool, nvls_sm100: bool = False) -> tuple[float, ...]:
-    """``(1, multi-node?, latency µs, bandwidth µs, NVLS-on-sm100 bandwidth µs)``: the terms
-    each constant multiplies (the bandwidth term goes to the last where the pick is NVLS or
-    NVLSTree on compute capability 10.0+)."""
+             multi_node: bool, nvls_sm100: bool = False, nvls: bool = False
+             ) -> tuple[float, ...]:
+    """``(1, multi-node?, latency µs, bandwidth µs, NVLS-on-sm100 bandwidth µs, NVLS latency
+    µs)``: the terms each constant multiplies (the bandwidth term goes to the fifth where the
+    pick is NVLS or NVLSTree on compute capability 10.0+, the latency term to the last where
+    the pick is NVLS or NVLSTree on any: NCCL's NVLS latencies, tuning.cc's NVLS rows of
+    ``hwLat``/``baseLat``, price a multicast through the NVSwitch and, for NVLSTree, a tree
+    over the network, not a ring's or a tree's hops)."""
     frac = min(1.0, used / channels) if channels > 0 else 1.0
     bw_us = nbytes / (1000.0 * bw_gbps * frac) if bw_gbps > 0 else 0.0
-    return (1.0, 1.0 if multi_node else 0.0, lat_us, 0.0 if nvls_sm100 else bw_us,
-            bw_us if nvls_sm100 else 0.0)
+    return (1.0, 1.0 if multi_node else 0.0, 0.0 if nvls else lat_us,
+            0.0 if nvls_sm100 else bw_us, bw_us if nvls_sm100 else 0.0,
+            lat_us if nvls else 0.0)
 
 
 def time_us(params: TimeParams, feats: tuple[float, ...]) -> float:
-    one, net, lat, bw, bw_nvls = feats
+    one, net, lat, bw, bw_nvls, lat_nvls = feats
     return (params.floor * one + params.net_floor * net + params.lat * lat + params.bw * bw
-            + params.bw_nvls_sm100 * bw_nvls)
+            + params.bw_nvls_sm100 * bw_nvls + params.lat_nvls * lat_nvls)
+
+
+def launch_us(params: TimeParams, gpus_per_thread: int) -> float:
+    """µs more when ONE thread drives ``gpus_per_thread`` GPUs (nccl-tests ``-g N``): it
+    launches their kernels one after another inside one ``ncclGroupStart``/``ncclGroupEnd``
+    (nccl-tests src/common.cu:540-619 at a0b82b2, ``startColl``; NCCL's ``ncclGroupEnd``
+    sets each GPU's device and launches each communicator's kernel in turn, v2.30.7-1
+    src/group.cc:309-369 ``doLaunches``), where one process per GPU (torchrun,
+    ``mpirun -np``) launches them in parallel. A training table's harness, not the cluster:
+    the product times one process per GPU, as DDP and FSDP run, and never adds it."""
+    return params.launch * max(0, gpus_per_thread - 1)

@@ -22,6 +22,9 @@ BCAST = NCCL / "ebpf_rtx5090_2x1_broadcast_perf.txt"
 GRAPH_LOG = NCCL / "nccl_tests_350_a100pcie_2x1_graph.log"  # ring 1 x 24/24, tree 1 x 48/24
 TUNING_LOG = NCCL / "ebpf_rtx5090_2x1_2.29.7.log"  # a TUNING table, no GRAPH line
 GH200_NET = ("--nodes", "2", "--nic-gbps", "200", "--nccl", "2.30.7")
+# all_reduce_perf -g 8: ONE thread driving 8 A100s (its "# nThread 1 nGpus 8" line), NCCL 2.29.3
+G8 = NCCL / "modal_a100_1x8_g8_all_reduce_perf_2.29.3.txt"
+G8_TOPO = ("--device", "a100", "--nccl", "2.29.3")
 ROW_KEYS = {"bytes", "predicted_us", "algorithm", "protocol", "algbw_gbps", "busbw_gbps",
             "nccl_us", "error_band"}  # issue 23: NCCL's own time and the error band added
 
@@ -169,6 +172,45 @@ def test_collective_measured_adds_measured_time_and_error():
         assert r["error_pct"] == pytest.approx(100 * (r["predicted_us"] - m.time_us) / m.time_us)
     text = ok("collective", "allreduce", "--measured", GH200, *GH200_NET).stdout
     assert "predicted us" in text and "measured us" in text and "predicted:" in text
+
+
+def test_collective_measured_by_one_thread_driving_8_gpus_adds_its_launches():
+    # nccl-tests -g 8 launches the 8 kernels one after another (src/common.cu:548-619): the
+    # predictions compared with it add the fitted launch term, said on stderr and in the JSON;
+    # a run of one process per GPU (GH200 above) adds nothing
+    from tracecli.costs.nccl.timing import launch_us
+
+    assert read_nccl_tests(str(G8)).gpus_per_thread == 8
+    assert read_nccl_tests(str(GH200)).gpus_per_thread == 1
+    result = run("collective", "allreduce", "--measured", G8, *G8_TOPO, "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["measured_gpus_per_thread"] == 8 and doc["topology"]["gpus"] == 8
+    model = NcclModel.for_topology("a100", 1, 8, True, 0.0, 0, "2.29.3")
+    params, _ = model.time_params()
+    extra = launch_us(params, 8)
+    assert 7.0 < extra < 50.0  # 7 launches, each on the scale of one kernel launch
+    for r in doc["rows"]:
+        assert r["predicted_us"] == pytest.approx(model.timed_us(K.ALL_REDUCE, r["bytes"]) + extra)
+    assert "one thread driving 8 GPUs" in result.stderr and f"{extra:.1f} us" in result.stderr
+    assert jdoc("collective", "allreduce", "--measured", GH200, *GH200_NET)[
+        "measured_gpus_per_thread"] == 1
+    assert jdoc("collective", "allreduce", "--gpus", "8")["measured_gpus_per_thread"] is None
+
+
+def test_plans_use_a_g8_run_as_measured_and_say_it_launched_serially(dump, tmp_path):
+    trace = _one_gradient(dump, tmp_path, 1 << 20)
+    result = run("plan-buckets", trace, "--backward-ms", "5", "--nccl-tests", G8, *G8_TOPO,
+                 "--gpus", "8")
+    assert result.exit_code == 0, result.output
+    assert "one thread driving 8 GPUs" in result.stderr and "used as measured" in result.stderr
+
+
+@pytest.mark.parametrize("value", ["0", "2.5", "x", "5000"])
+def test_a_bad_ngpus_line_is_one_line(tmp_path, value):
+    bad = tmp_path / "bad.txt"
+    bad.write_text(G8.read_text().replace("nGpus 8 ", f"nGpus {value} "))
+    assert_error(run("collective", "allreduce", "--measured", bad, *G8_TOPO), f"{bad}:3:", "nGpus")
 
 
 def test_collective_nccl_log_takes_nccl_s_own_graph():

@@ -140,12 +140,15 @@ def test_what_misses_the_goals_is_said_not_hidden(held_out):
         geo, worst = _summary(rows)
         if (geo is not None and geo > 0.20) or (worst is not None and worst > 2.0):
             misses[name] = (geo, worst)
-    assert set(misses) == {"rtx5090-2x1-socket", "b300-1x8-nvls", "dgx-h100-1x8-nvls",
+    assert set(misses) == {"rtx5090-2x1-socket", "dgx-h100-1x8-nvls", "modal-a100-1x8-g8",
                            "gcp-a3mega-2x8-h100-tcpxo", "gcp-a3high-2x8-h100-tcpx-ag",
                            "lambda-b200-2x8-ib"}
-    # B300 is the one table run by one thread driving 8 GPUs (nccl-tests -g 8): held out, no
-    # other table teaches the launch term, so its floor is predicted as one process per GPU
-    assert misses["b300-1x8-nvls"][0] < 0.20 and misses["b300-1x8-nvls"][1] < 2.5
+    # the two tables run by one thread driving 8 GPUs (nccl-tests -g 8) teach each other the
+    # launch term: held out, the B300 meets both goals; the Modal A100 meets 2x below 1 MiB and
+    # misses 20 % above (its ring LL128/Simple sizes run 25-36 % slower than NCCL's own model)
+    geo, worst = _summary(held_out["b300-1x8-nvls"])
+    assert geo < 0.20 and worst < 2.0
+    assert 0.20 < misses["modal-a100-1x8-g8"][0] < 0.25 and misses["modal-a100-1x8-g8"][1] < 2.0
     # DGX H100 and Lambda B200 miss 2x on one row each, a row their own run contradicts
     # (out-of-place 68 us against 13.5 us in-place at 32 B; 241 against 126 us at 512 KiB):
     # without it both are within 2x below 1 MiB and 20 % above
@@ -161,24 +164,30 @@ def test_what_misses_the_goals_is_said_not_hidden(held_out):
 
 
 def test_a_thread_driving_several_gpus_pays_their_launches():
-    # the B300 table is nccl-tests -g 8 (one thread, 8 GPUs): the fit charges each more GPU
-    # a launch (timing.launch_us), which the product, one process per GPU, never adds
+    # the B300 and Modal A100 tables are nccl-tests -g 8 (one thread, 8 GPUs): the fit charges
+    # each more GPU a launch (timing.launch_us), which the product, one process per GPU, never
+    # adds (only `collective --measured` of a -g N run adds it, to compare like with like)
     assert {t.name: t.gpus_per_thread for t in TABLES if t.gpus_per_thread > 1} == \
-        {"b300-1x8-nvls": 8}
+        {"b300-1x8-nvls": 8, "modal-a100-1x8-g8": 8}
     local = fitted.FITTED["local"]
     assert 1.0 < local.launch < 5.0  # µs a launch: the scale of one kernel launch
     model = NcclModel.for_topology("h100", 1, 8, True, 0.0, 0, "2.30.7", None)
     params, _ = model.time_params()
     assert model.timed_us(K.ALL_REDUCE, 8) == pytest.approx(
         time_us(params, model.features(K.ALL_REDUCE, 8)))  # no launch term in the product
+    assert model.timed_us(K.ALL_REDUCE, 8, 8) == pytest.approx(
+        model.timed_us(K.ALL_REDUCE, 8) + 7 * local.launch)
     pts, _ = nccl_accuracy.points()
-    held = loco(pts)["b300-1x8-nvls"]
-    with_launch = fit(pts)["local"]
-    # held out, no other table measured -g N: the launch term is 0 for it ...
-    assert all(pred == pytest.approx(time_us(fit([p for p in pts if p.table != "b300-1x8-nvls"])
-                                             ["local"], p.feats)) for p, pred, _ in held)
-    # ... fitted with it, the launch term takes the B300 floor off the one-process floor
-    assert with_launch.launch * 7 > 10.0
+    res = loco(pts)
+    for name, other in (("b300-1x8-nvls", "modal-a100-1x8-g8"),
+                        ("modal-a100-1x8-g8", "b300-1x8-nvls")):
+        # held out, the launch term is the one the OTHER -g 8 table teaches ...
+        rest = fit([p for p in pts if p.table != name])["local"]
+        assert rest.launch * 7 > 10.0, name
+        assert all(pred == pytest.approx(time_us(rest, p.feats) + 7 * rest.launch)
+                   for p, pred, _ in res[name])
+    # ... and with neither -g table the fit has nothing to set it from
+    assert fit([p for p in pts if p.gpus_per_thread == 1])["local"].launch == 0.0
 
 
 def test_nccl_versions_the_sources_state():

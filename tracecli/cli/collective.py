@@ -41,7 +41,7 @@ def collective(op, gpus, sizes, measured, **kw):
     tracecli collective allreduce --platform dgx-h100 --measured all_reduce_perf.txt
     """
     from ..costs.nccl.nccl_tests import read_nccl_tests
-    from ..costs.nccl.sweep import check_measured, sweep
+    from ..costs.nccl.sweep import check_measured, launch_added, sweep
 
     output = Output.pop(kw)
     req = topology_from(kw)
@@ -64,4 +64,11 @@ def collective(op, gpus, sizes, measured, **kw):
             shown = ", ".join(format_size(n) for n in missing[:6]) + (" ..." if len(missing) > 6 else "")
             notice(f"{measured} has no row at {len(missing)} of the {len(sizes)} sizes asked "
                    f"({shown}): no measurement there")
-    emit(CollectiveResult(op, model, sweep(model, op, sizes, run), measured), output)
+    launch = launch_added(model, run)
+    if launch > 0:
+        notice(f"{measured} was run by one thread driving {run.gpus_per_thread} GPUs (nccl-tests "
+               f"-g {run.gpus_per_thread}), which launches their kernels one after another: each "
+               f"prediction compared with it adds {launch:.1f} us (fitted on such tables); one "
+               "process per GPU, as DDP and FSDP run and plans assume, does not pay it")
+    emit(CollectiveResult(op, model, sweep(model, op, sizes, run), measured,
+                          run.gpus_per_thread if run is not None else None), output)

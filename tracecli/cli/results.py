@@ -284,14 +284,16 @@ class StatusResult(Result):
 class CollectiveResult(Result):
     """``tracecli collective``: NCCL's predicted table of a collective, with measurements."""
 
-    def __init__(self, op: str, model, rows, measured: Optional[str] = None):
+    def __init__(self, op: str, model, rows, measured: Optional[str] = None,
+                 gpus_per_thread: Optional[int] = None):
         self.op, self.model, self.rows, self.measured = op, model, rows, measured
+        self.gpus_per_thread = gpus_per_thread  # the measured run's nccl-tests -g
 
     def json_text(self) -> str:
         m = self.model
         return jsonout.dumps({
             "collective": self.op, "topology": m.topology_doc(), "model": m.summary(),
-            "measured_file": self.measured,
+            "measured_file": self.measured, "measured_gpus_per_thread": self.gpus_per_thread,
             "rows": [r.to_json(self.measured is not None) for r in self.rows]})
 
     def view(self, top=None):

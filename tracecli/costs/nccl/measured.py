@@ -187,6 +187,11 @@ def from_nccl_tests(model: NcclModel, run) -> tuple[NcclMeasured, list[str]]:
         if r.bytes > 0 and r.bytes % per == 0:
             by[r.bytes // per] = r.time_us / 1000.0
     measured = NcclMeasured(model, kind, tuple(sorted(by.items())), ranks, path)
+    if run.gpus_per_thread > 1:  # nccl-tests -g N: launches one after another (timing.launch_us)
+        notices.append(f"{path} was run by one thread driving {run.gpus_per_thread} GPUs "
+                       f"(nccl-tests -g {run.gpus_per_thread}): its small sizes include launches "
+                       "one after another that one process per GPU (DDP, FSDP) does not pay; "
+                       "used as measured")
     if ranks != model.gpus:
         notices.append(f"{path} was measured on {ranks} ranks; predicting {model.gpus} from "
                        "NCCL's model alone")

@@ -38,7 +38,7 @@ from .graph import GPUS, search_graphs, tree_pattern_is_tree
 from .nvls import search_nvls
 from .platforms import PLATFORMS
 from .fit_time import resolve
-from .timing import TimeParams, channels_used, features, time_us
+from .timing import TimeParams, channels_used, features, launch_us, time_us
 from .transports import DEFAULT_NET, NETS, nccl_nics, plugin_latency
 from .tuning import ALGOS, FUNCS, NO_GRAPH, PROTOS, AlgoGraph, Comm, algo_terms, best, tune
 from .versions import DEFAULT_VERSION, constants_for
@@ -210,13 +210,14 @@ class NcclModel:
         """µs of one collective of a bucket of ``nbytes``: NCCL's pick, timed (timing.py)."""
         return self.timed_us(kind, self.charged_bytes(kind, nbytes))
 
-    def timed_us(self, kind: CollectiveKind, charged: int) -> float:
-        """:meth:`predicted_us` for the bytes NCCL charges (nccl-tests' size column)."""
+    def timed_us(self, kind: CollectiveKind, charged: int, gpus_per_thread: int = 1) -> float:
+        """:meth:`predicted_us` for the bytes NCCL charges (nccl-tests' size column);
+        ``gpus_per_thread`` > 1 only to compare with nccl-tests ``-g N`` (timing.launch_us)."""
         hit = self.time_params()
         if hit is None:  # nothing fitted: NCCL's own time
             return self.pick(kind, charged)[2]
         feats = self.features(kind, charged)
-        return time_us(hit[0], feats) if feats[0] else 0.0
+        return time_us(hit[0], feats) + launch_us(hit[0], gpus_per_thread) if feats[0] else 0.0
 
     def time_ms(self, kind: CollectiveKind, nbytes: float, queued: bool = False) -> float:
         ms = self._cache.get((kind, nbytes, "ms"))  # timelines ask for every bucket: one lookup

@@ -32,6 +32,8 @@ MIN_US = 0.01  # nccl-tests prints times to 0.01 us; a collective takes some tim
 _PREFIX = re.compile(r"^(?:\[\d+\]\s?|.*<stdout>:)")
 _STARTING = re.compile(r"#\s*Collective test starting:\s*(\w+)")
 _RANK = re.compile(r"^#\s+Rank\s+\d+\s+Group")
+_THREADS = re.compile(r"^#\s*nThread\s+(\S+)\s+nGpus\s+(\S+)")
+MAX_GPUS_PER_THREAD = 1024
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,7 @@ class NcclTests:
     binary: Optional[str]  # from "# Collective test starting:", when printed
     ranks: Optional[int]   # "#  Rank N Group ..." lines, when printed
     rows: tuple[NcclTestsRow, ...]
+    gpus_per_thread: int = 1  # nccl-tests -g ("# nThread T nGpus G"): GPUs one thread drove
 
     def time_us(self, nbytes: int) -> Optional[float]:
         return next((r.time_us for r in self.rows if r.bytes == nbytes), None)
@@ -73,7 +76,7 @@ def _num(path: str, no: int, text: str, what: str, lo: float, hi: float) -> floa
 
 def parse_nccl_tests(text: str, path: str = "<nccl-tests>", collective: Optional[str] = None) -> NcclTests:
     """Rows of nccl-tests output; ``collective`` (``allreduce`` ...): the test it must be."""
-    binary, ranks, header, groups, closed = None, 0, None, 0, False
+    binary, ranks, header, groups, closed, per_thread = None, 0, None, 0, False, 1
     rows: list[NcclTestsRow] = []
     first = 0
     for no, raw in enumerate(text.splitlines(), 1):
@@ -86,6 +89,12 @@ def parse_nccl_tests(text: str, path: str = "<nccl-tests>", collective: Optional
             continue
         if _RANK.match(line):
             ranks += 1
+            continue
+        if m := _THREADS.match(line):
+            per_thread = int(_num(path, no, m.group(2), "nGpus", 1, MAX_GPUS_PER_THREAD))
+            if per_thread != float(m.group(2)):
+                raise CalibrationError(f"nGpus {m.group(2)} is not a whole number of GPUs; "
+                                       "pass nccl-tests' output unchanged", path=path, line=no)
             continue
         if line.startswith("#"):
             words = line.lstrip("#").split()
@@ -137,7 +146,7 @@ def parse_nccl_tests(text: str, path: str = "<nccl-tests>", collective: Optional
         bad = next(r for a, r in zip(rows, rows[1:]) if r.bytes < a.bytes)
         raise CalibrationError("sizes go down here: two runs pasted together; "
                                "pass one run's output", path=path, line=bad.line)
-    return NcclTests(path, binary, ranks or None, tuple(rows))
+    return NcclTests(path, binary, ranks or None, tuple(rows), per_thread)
 
 
 # nccl-tests' type names (src/common.cu test_typenames) and their bytes

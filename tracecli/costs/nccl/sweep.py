@@ -26,8 +26,9 @@ from ...errors import CalibrationError
 from ..collectives import KIND_OF_OP, NAMES, kind_cost
 from ..error import ErrorBand
 from .model import NcclModel
+from .timing import launch_us
 
-__all__ = ["OPS", "SweepRow", "sweep", "check_measured", "bus_factor"]
+__all__ = ["OPS", "SweepRow", "sweep", "check_measured", "bus_factor", "launch_added"]
 
 OPS = KIND_OF_OP
 
@@ -60,20 +61,33 @@ class SweepRow:
 
 
 def sweep(model: NcclModel, op: str, sizes: Sequence[int], run=None) -> list[SweepRow]:
-    """One row per size (``run``: a :class:`~.nccl_tests.NcclTests` of the same collective)."""
+    """One row per size (``run``: a :class:`~.nccl_tests.NcclTests` of the same collective;
+    run by one thread driving several GPUs, ``-g N``, each prediction adds the launches that
+    thread makes one after another: :func:`launch_added`)."""
     kind = OPS[op]
     ranks = model.gpus
     measured = {r.bytes: r.time_us for r in run.rows} if run is not None else {}
+    per_thread = run.gpus_per_thread if run is not None else 1
     rows = []
     for n in sizes:
         algo, proto, nccl = model.pick(kind, n)
-        us = model.timed_us(kind, n)
+        us = model.timed_us(kind, n, per_thread)
         algbw = n / us / 1000.0 if us > 0 else 0.0
         m = measured.get(n)
         err = 100.0 * (us - m) / m if m else None
         rows.append(SweepRow(n, us, algo, proto, algbw, algbw * bus_factor(op, ranks), nccl,
                              model.error_charged(kind, n), m, err))
     return rows
+
+
+def launch_added(model: NcclModel, run) -> float:
+    """µs each prediction of :func:`sweep` adds to compare with ``run``: 0 unless one thread
+    drove several GPUs (nccl-tests ``-g N`` launches their kernels one after another inside
+    one group, src/common.cu:548-619), then the fitted launch term (timing.launch_us)."""
+    hit = model.time_params()
+    if run is None or hit is None:
+        return 0.0
+    return launch_us(hit[0], run.gpus_per_thread)
 
 
 def check_measured(run, op: str, model: NcclModel) -> None:

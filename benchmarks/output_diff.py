@@ -335,9 +335,11 @@ EXPECTED = [
      "timed by the fitted time model, with its error band, and NCCL's choice sees the latency "
      "a network plugin reports and the NICs as NCCL counts them; round 3 refits it on 17 "
      "tables (the NCCL versions the sources state, an NVLS latency factor apart, a transport's "
-     "floor its family's) and the header names the NVLS factor: `collective` prints new "
-     "times, bands and constants, and plans under --platform change with them "
-     "(docs/nccl-time-model.md)",
+     "floor its family's) and the header names the NVLS factor; round 4 refits it on 18 "
+     "tables (a second one-thread -g 8 table: one-node constants move, times by 3% at most) "
+     "and `collective --measured` of a -g N run adds that thread's launches (its --help says "
+     "so): `collective` prints new times, bands and constants, and plans under --platform "
+     "change with them (docs/nccl-time-model.md)",
      lambda cmd: cmd[0] == "collective" or (cmd[0] == "plan-buckets" and "--platform" in cmd)),
     ("issue 26 item 3: a profiler trace recorded with module scopes (with_stack=True; "
      "tests/fixtures/kineto_modules, added after the base) names its gradients by module path "

@@ -28,7 +28,8 @@ OPS = tuple(names.op for names in NAMES.values())
               "8:16G).")
 @click.option("--measured", metavar="FILE", help="nccl-tests output of OP (all_reduce_perf, "
               "all_gather_perf, reduce_scatter_perf, broadcast_perf): adds measured time and "
-              "error per size.")
+              "error per size; a run of one thread driving N GPUs (-g N) is compared with "
+              "predictions that add that thread's launches.")
 @json_option("Print the table as JSON (docs/json.md).")
 def collective(op, gpus, sizes, measured, **kw):
     """What collective OP (allreduce, allgather, reducescatter, broadcast) costs per size

@@ -5,10 +5,14 @@ busbw #wrong ...`` header and one row per size; older releases print ``error`` i
 ``#wrong``). MPI prefixes (``[0] ``, ``...<stdout>:``) and interleaved ``NCCL INFO`` lines are
 skipped.
 
+The ``# nThread T nGpus G`` line (nccl-tests src/util.cu:625) gives ``gpus_per_thread``: the G
+GPUs one thread drove (``-g G``, default 1), whose kernels it launches one after another.
+
 Refused, each as :class:`~tracecli.errors.CalibrationError` at its ``path:line``: a file with
 no nccl-tests header (not nccl-tests output), a row that is cut or has a unit in a number (mixed
 units), a row with ``#wrong`` above 0 (the run computed wrong results), only in-place columns
-(tracecli reads the out-of-place time), a test of another collective than the one asked for,
+(tracecli reads the out-of-place time), an ``nGpus`` that is not a whole number from 1 to 1024,
+a test of another collective than the one asked for,
 and output that stops before nccl-tests' closing ``# Avg bus bandwidth`` line (truncated).
 Every number is checked for type, finiteness and range where it is read.
 """

@@ -115,11 +115,13 @@ def _top_backward(thread: Thread) -> list[int]:
 
 
 def _readied_by(thread: Thread, i: int, tops: list[int]) -> Optional[int]:
-    """Rule step 1: the backward op the thread ran last before gradient event ``i``."""
-    top = i
-    for a in ancestor_indices(thread, i):
-        if thread.events[a].name.startswith(EVALUATE):
-            top = a
+    """Rule step 1: the backward op the thread ran last before gradient event ``i``;
+    ``None`` where the gradient was accumulated inside another backward op (a reentrant
+    backward: its leaves may be activations, and what ran before it is the outer graph's)."""
+    evaluating = [j for j in (i, *ancestor_indices(thread, i)) if thread.events[j].name.startswith(EVALUATE)]
+    if len(evaluating) > 1:
+        return None
+    top = evaluating[0] if evaluating else i
     k = bisect.bisect_left(tops, top) - 1
     while k >= 0 and thread.events[tops[k]].name.endswith(ACCUMULATE):
         k -= 1

@@ -254,7 +254,7 @@ def build(path: str, ev: KinetoEvents, step_wanted: Optional[int] = None,
     positional = [t.name for t in tensors]
     if fsdp is None:  # FSDP's gradients are flat or sharded parameters: its units name them
         tensors, note = name_by_modules(tensors, grads, ops, where, threads,
-                                        module_scopes(ev.modules, path))
+                                        module_scopes(ev.modules, path, ev.frames))
     if variables is not None:
         # FSDP1 accumulates flat parameters, FSDP2 with param_dtype low-precision gradients:
         # the sidecar names FSDP's units instead (name_units)

@@ -119,8 +119,9 @@ def test_the_sidecar_wins_and_agrees(case, tmp_path):
     assert [g.name if g.name in params else "leaf" for g in by_sidecar] == [
         n if n in params else "leaf" for n in answers(case)["ready_order"]] or case == "tied_frozen"
     for side, own in zip(by_sidecar, by_scopes):
-        if side.name in params and own.layer is not None:
-            assert params[side.name]["chain"][-1] == own.layer.split("/")[-1]
+        if side.name in params:
+            # the scopes' module, where they name one (a reentrant backward's: none)
+            assert own.layer is None or params[side.name]["chain"][-1] == own.layer.split("/")[-1]
         else:  # the sidecar could not tell: the trace's module name stays
             assert side.name == own.name
 
@@ -143,6 +144,61 @@ def test_a_trace_without_module_scopes_keeps_positional_names(tmp_path):
 def test_the_note_says_where_names_come_from(tmp_path):
     notes = load_trace(alone("convbn")).meta.notes
     assert any("module scopes" in n and "8 of 18 gradients by module and parameter" in n for n in notes)
+
+
+def test_a_reentrant_backward_s_gradients_keep_positional_names():
+    """``use_reentrant=True`` runs each checkpointed block's forward and backward again
+    inside ``CheckpointFunctionBackward``: what the thread ran before those gradients is the
+    outer graph's (the head's ``TBackward0``), and the inner graph also accumulates the
+    block's detached input, a leaf that is no parameter. Torch's graph task ids say which
+    were accumulated there; tracecli names them by position only, and names the rest."""
+    a = answers("ckpt_reentrant")
+    trace = load_trace(alone("ckpt_reentrant"))
+    names = [g.name for g in readiness(trace).gradients]
+    inner = [k for k, n in enumerate(a["ready_order"]) if n in a["reentrant"]]
+    assert len(inner) == 10 and [f["name"] for f in a["checkpoint_inputs"]] == ["<input of blocks.1>",
+                                                                               "<input of blocks.0>"]
+    assert all(re.fullmatch(r"grad\d+\[[\d,]+\]", names[k]) for k in inner)
+    assert [n for k, n in enumerate(names) if k not in inner] == [
+        "Linear_5.bias", "Linear_5.weight", "Linear_0.bias", "Linear_0.weight"]
+    assert any("4 of 14 gradients by module and parameter, 0 by module and position, 10 by position" in n
+               for n in trace.meta.notes)
+
+
+def test_the_sidecar_names_a_reentrant_backward_s_gradients_by_their_own_backward_ops():
+    """Each op of the inner graph readies its own gradients (``AddmmBackward0``: a bias and
+    the block's input; ``TBackward0``: a weight): counted so, the sidecar's rule gives
+    torch's names; counted as one op (``CheckpointFunctionBackward``) it swapped ``l1`` and
+    ``l2`` of each block."""
+    names = [g.name for g in readiness(with_sidecar("ckpt_reentrant")).gradients]
+    assert names[2:7] == ["blocks.1.l2.bias", "blocks.1.l2.weight", "blocks.1.l1.bias", "grad5[6,12]",
+                          "blocks.1.l1.weight"]
+
+
+def test_a_user_s_class_named_like_torch_s_layer_gets_no_attribute():
+    """``user.Linear`` (``F.linear(x, self.w, self.b)``) and ``user.Embedding``
+    (``F.embedding(tokens, self.table)``) run torch's operators in their own scopes ``Linear_0``
+    and ``Embedding_0``, but not from torch's ``forward``: naming their gradients ``.weight``
+    and ``.bias`` would invent names (theirs are ``w``, ``b``, ``table``)."""
+    names = [g.name for g in readiness(load_trace(alone("impostors"))).gradients]
+    assert names == ["Sequential_0/Linear_0.bias", "Sequential_0/Linear_0.weight", "Linear_0:grad2[6]",
+                     "Linear_0:grad3[6,10]", "Embedding_0:grad4[40,10]"]
+    types = {p["name"]: p["module_type"] for p in answers("impostors")["named_parameters"]}
+    assert types["proj.w"].endswith("user.Linear") and types["head.0.weight"] == "torch.nn.modules.linear.Linear"
+
+
+def test_without_torch_s_forward_frames_no_attribute_is_read(tmp_path):
+    """The MLP's ``torch/nn/modules/linear.py(N): forward`` frames renamed as a user's file:
+    each gradient keeps its module, and no attribute is given."""
+    def change(events):
+        for e in events:
+            if e.get("cat") == "python_function" and e["name"].startswith("torch/nn/modules/linear.py("):
+                e["name"] = "model.py(12): forward"
+        return 0
+    path, _ = rewritten(tmp_path, change)
+    names = [g.name for g in readiness(load_trace(path)).gradients]
+    assert [n.split(":")[0] for n in names] == [n.rsplit(".", 1)[0] for n in expected_names("mlp")]
+    assert all(re.fullmatch(r"Linear_\d:grad\d+\[[\d,]+\]", n) for n in names)
 
 
 def rewritten(tmp_path, change) -> tuple:

@@ -40,10 +40,13 @@ The rule, for each gradient (an ``AccumulateGrad``, in ready order):
 A gradient for which a step finds nothing keeps its positional name (``grad17[64,32,3,3]``):
 a name is never invented. Limits: a parameter several modules share (tied embeddings) is
 named after the use whose backward readied it, the last one backward reached (the first in
-forward); a module class is known only by its ``__name__`` (two classes of one name, a
-user's ``Linear`` and torch's, count apart, so both have a ``Linear_0``; clashing names fall
-back as in step 5); non-reentrant activation checkpointing keeps the names (backward's
-nodes are the forward's), reentrant checkpointing leaves its gradients positional (step 1).
+forward), and one a module uses without holding it (``F.linear(x, self.other.weight)``,
+``weight_norm``'s ``_WeightNorm``, given its tensors as arguments) is put under that
+module: the trace tells use from ownership nowhere; a module class is known only by its
+``__name__`` (two classes of one name, a user's ``Linear`` and torch's, count apart, so
+both have a ``Linear_0``; clashing names fall back as in step 5); non-reentrant activation
+checkpointing keeps the names (backward's nodes are the forward's), reentrant
+checkpointing leaves its gradients positional (step 1).
 """
 
 from __future__ import annotations

@@ -60,5 +60,7 @@ def layer_file(frame: str) -> Optional[str]:
     >>> layer_file("torch/nn/modules/linear.py(130): forward"), layer_file("model.py(12): forward")
     ('linear', None)
     """
+    if "torch/nn/modules/" not in frame:  # most frames: a cheap test before the pattern
+        return None
     m = _FORWARD_FRAME.fullmatch(frame)
     return m[1] if m else None

@@ -3,7 +3,8 @@
 The fixtures come from ``tests/fixtures/kineto_modules/generate.py``: torch 2.13 on CPU,
 profiled with ``with_stack=True`` (an MLP, a CNN with BatchNorm and residual blocks, a
 model with a tied embedding, a frozen layer and a parameter of its own, and the CNN under
-DDP on 2 gloo ranks). ``NAME.torch.json`` holds what torch said in the same run: the ready
+DDP on 2 gloo ranks, a user's classes called ``Linear`` and ``Embedding``, two blocks under
+reentrant activation checkpointing). ``NAME.torch.json`` holds what torch said in the same run: the ready
 order (``register_post_accumulate_grad_hook``) and, per parameter, its owning module, its
 attribute and the modules from the model down to it numbered as torch's Python tracer
 numbers them (``Class_N``, from forward pre-hooks).
@@ -23,7 +24,7 @@ from tracecli import LoadOptions, load_trace, readiness
 from conftest import FIXTURES, assert_error, run
 
 HERE = FIXTURES / "kineto_modules"
-CASES = ["mlp", "convbn", "tied_frozen", "ddp_convbn"]
+CASES = ["mlp", "convbn", "tied_frozen", "ddp_convbn", "impostors", "ckpt_reentrant"]
 ROLE_CLASSES = {"Linear", "Conv2d", "Embedding"}  # in these models, of parsers/kineto_roles.py
 # gradients of a layer whose role the trace cannot prove, and why (from the model's shapes):
 NO_ROLE = {("tied_frozen", "hidden.weight"): "its input, 32 tokens of 32, is [32,32] like the weight"}
@@ -45,9 +46,12 @@ def with_sidecar(case: str):
 def expected_names(case: str) -> list[str]:
     """What the rule must give each gradient in ready order, from torch's own answers: the
     owner's chain of modules without the ones every gradient's module sits in, then the
-    attribute where the layer's operator proves it, else the positional name."""
+    attribute where torch's own layer's operator proves it, else the positional name; a
+    gradient accumulated in a reentrant backward (torch's graph task id differs) keeps its
+    positional name."""
     a = answers(case)
-    params = {p["name"]: p for p in a["named_parameters"]}
+    reentrant = set(a.get("reentrant", ()))
+    params = {p["name"]: p for p in a["named_parameters"] if p["name"] not in reentrant}
     chains = [params[n]["chain"] for n in a["ready_order"] if n in params]
     parents = [c[:-1] for c in chains]
     common = 0
@@ -56,12 +60,15 @@ def expected_names(case: str) -> list[str]:
     out = []
     for k, n in enumerate(a["ready_order"]):
         p = params.get(n)
-        if p is None:  # held by no module, used outside every module's forward
-            free = next(f for f in a["outside_modules"] if f["name"] == n)
+        if p is None:  # held by no module, used outside every module's forward; or reentrant
+            free = next(f for f in a.get("outside_modules", []) + a.get("checkpoint_inputs", []) + [
+                q for q in a["named_parameters"] if q["name"] in reentrant] if f["name"] == n)
             out.append(f"grad{k}[{','.join(map(str, free['shape']))}]")
             continue
         path = "/".join(p["chain"][common:])
-        if p["module_class"] in ROLE_CLASSES and (case, n) not in NO_ROLE:
+        # the four first fixtures predate module_type: their layers are all torch's (generate.py)
+        if p["module_class"] in ROLE_CLASSES and p.get("module_type", "torch.nn.modules.").startswith("torch.nn.modules.") \
+                and (case, n) not in NO_ROLE:
             out.append(f"{path}.{p['attr']}")
         else:
             out.append(f"{path}:grad{k}[{','.join(map(str, p['shape']))}]")
@@ -72,8 +79,10 @@ def expected_names(case: str) -> list[str]:
 def test_names_are_torch_s_modules_and_parameters(case, tmp_path):
     ready = readiness(load_trace(alone(case)))
     assert [g.name for g in ready.gradients] == expected_names(case)
-    params = {p["name"]: p for p in answers(case)["named_parameters"] + answers(case).get("outside_modules", [])}
-    for g, n in zip(ready.gradients, answers(case)["ready_order"]):
+    a = answers(case)
+    params = {p["name"]: p for p in a["named_parameters"] + a.get("outside_modules", []) + a.get("checkpoint_inputs", [])}
+    assert len(ready.gradients) == len(a["ready_order"])
+    for g, n in zip(ready.gradients, a["ready_order"]):
         assert list(g.shape) == params[n]["shape"]
 
 
@@ -106,10 +115,13 @@ def test_the_sidecar_wins_and_agrees(case, tmp_path):
     by_sidecar = readiness(with_sidecar(case)).gradients
     by_scopes = readiness(load_trace(alone(case))).gradients
     params = {p["name"]: p for p in answers(case)["named_parameters"]}
-    assert [g.name for g in by_sidecar] == answers(case)["ready_order"] or case == "tied_frozen"
+    # a leaf that is no parameter (reentrant checkpointing's detached input) stays positional
+    assert [g.name if g.name in params else "leaf" for g in by_sidecar] == [
+        n if n in params else "leaf" for n in answers(case)["ready_order"]] or case == "tied_frozen"
     for side, own in zip(by_sidecar, by_scopes):
         if side.name in params:
-            assert params[side.name]["chain"][-1] == own.layer.split("/")[-1]
+            # the scopes' module, where they name one (a reentrant backward's: none)
+            assert own.layer is None or params[side.name]["chain"][-1] == own.layer.split("/")[-1]
         else:  # the sidecar could not tell: the trace's module name stays
             assert side.name == own.name
 
@@ -132,6 +144,61 @@ def test_a_trace_without_module_scopes_keeps_positional_names(tmp_path):
 def test_the_note_says_where_names_come_from(tmp_path):
     notes = load_trace(alone("convbn")).meta.notes
     assert any("module scopes" in n and "8 of 18 gradients by module and parameter" in n for n in notes)
+
+
+def test_a_reentrant_backward_s_gradients_keep_positional_names():
+    """``use_reentrant=True`` runs each checkpointed block's forward and backward again
+    inside ``CheckpointFunctionBackward``: what the thread ran before those gradients is the
+    outer graph's (the head's ``TBackward0``), and the inner graph also accumulates the
+    block's detached input, a leaf that is no parameter. Torch's graph task ids say which
+    were accumulated there; tracecli names them by position only, and names the rest."""
+    a = answers("ckpt_reentrant")
+    trace = load_trace(alone("ckpt_reentrant"))
+    names = [g.name for g in readiness(trace).gradients]
+    inner = [k for k, n in enumerate(a["ready_order"]) if n in a["reentrant"]]
+    assert len(inner) == 10 and [f["name"] for f in a["checkpoint_inputs"]] == ["<input of blocks.1>",
+                                                                               "<input of blocks.0>"]
+    assert all(re.fullmatch(r"grad\d+\[[\d,]+\]", names[k]) for k in inner)
+    assert [n for k, n in enumerate(names) if k not in inner] == [
+        "Linear_5.bias", "Linear_5.weight", "Linear_0.bias", "Linear_0.weight"]
+    assert any("4 of 14 gradients by module and parameter, 0 by module and position, 10 by position" in n
+               for n in trace.meta.notes)
+
+
+def test_the_sidecar_names_a_reentrant_backward_s_gradients_by_their_own_backward_ops():
+    """Each op of the inner graph readies its own gradients (``AddmmBackward0``: a bias and
+    the block's input; ``TBackward0``: a weight): counted so, the sidecar's rule gives
+    torch's names; counted as one op (``CheckpointFunctionBackward``) it swapped ``l1`` and
+    ``l2`` of each block."""
+    names = [g.name for g in readiness(with_sidecar("ckpt_reentrant")).gradients]
+    assert names[2:7] == ["blocks.1.l2.bias", "blocks.1.l2.weight", "blocks.1.l1.bias", "grad5[6,12]",
+                          "blocks.1.l1.weight"]
+
+
+def test_a_user_s_class_named_like_torch_s_layer_gets_no_attribute():
+    """``user.Linear`` (``F.linear(x, self.w, self.b)``) and ``user.Embedding``
+    (``F.embedding(tokens, self.table)``) run torch's operators in their own scopes ``Linear_0``
+    and ``Embedding_0``, but not from torch's ``forward``: naming their gradients ``.weight``
+    and ``.bias`` would invent names (theirs are ``w``, ``b``, ``table``)."""
+    names = [g.name for g in readiness(load_trace(alone("impostors"))).gradients]
+    assert names == ["Sequential_0/Linear_0.bias", "Sequential_0/Linear_0.weight", "Linear_0:grad2[6]",
+                     "Linear_0:grad3[6,10]", "Embedding_0:grad4[40,10]"]
+    types = {p["name"]: p["module_type"] for p in answers("impostors")["named_parameters"]}
+    assert types["proj.w"].endswith("user.Linear") and types["head.0.weight"] == "torch.nn.modules.linear.Linear"
+
+
+def test_without_torch_s_forward_frames_no_attribute_is_read(tmp_path):
+    """The MLP's ``torch/nn/modules/linear.py(N): forward`` frames renamed as a user's file:
+    each gradient keeps its module, and no attribute is given."""
+    def change(events):
+        for e in events:
+            if e.get("cat") == "python_function" and e["name"].startswith("torch/nn/modules/linear.py("):
+                e["name"] = "model.py(12): forward"
+        return 0
+    path, _ = rewritten(tmp_path, change)
+    names = [g.name for g in readiness(load_trace(path)).gradients]
+    assert [n.split(":")[0] for n in names] == [n.rsplit(".", 1)[0] for n in expected_names("mlp")]
+    assert all(re.fullmatch(r"Linear_\d:grad\d+\[[\d,]+\]", n) for n in names)
 
 
 def rewritten(tmp_path, change) -> tuple:

@@ -10,7 +10,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tracecli.parsers.kineto_roles import LAYER_OPS  # noqa: E402
+import inspect  # noqa: E402
+
+from tracecli.parsers.kineto_roles import LAYER_FILES, LAYER_OPS, layer_file  # noqa: E402
 
 LAYERS = {
     "Linear": (lambda: torch.nn.Linear(6, 5), (3, 6)),
@@ -25,7 +27,13 @@ LAYERS = {
 
 
 def test_the_table_covers_these_layers():
-    assert set(LAYER_OPS) == set(LAYERS)
+    assert set(LAYER_OPS) == set(LAYERS) == set(LAYER_FILES)
+
+
+@pytest.mark.parametrize("cls", sorted(LAYER_OPS))
+def test_torch_defines_each_layer_s_forward_in_its_file(cls):
+    source = inspect.getsourcefile(getattr(torch.nn, cls).forward).replace("\\", "/")
+    assert source.endswith(f"/torch/nn/modules/{LAYER_FILES[cls]}.py")
 
 
 @pytest.mark.parametrize("cls", sorted(LAYER_OPS))
@@ -55,6 +63,11 @@ def test_the_layer_calls_it_in_its_own_scope_with_its_parameters(cls, tmp_path):
                                               e["ts"] + e["dur"] <= o["ts"] + o["dur"] for o in inside)]
     op, roles = LAYER_OPS[cls]
     assert [e["name"] for e in outermost] == [op]
+    op_event = outermost[0]
+    frames = [e for e in events if e.get("cat") == "python_function" and e["tid"] == scope["tid"]
+              and layer_file(e["name"]) == LAYER_FILES[cls] and scope["ts"] <= e["ts"] <= op_event["ts"]
+              and op_event["ts"] + op_event["dur"] <= e["ts"] + e["dur"]]
+    assert len(frames) == 1  # torch's own forward, in the layer's scope, runs the operator
     dims = outermost[0]["args"]["Input Dims"]
     for j, role in roles.items():
         assert dims[j] == list(getattr(layer, role).shape)

@@ -199,16 +199,28 @@ def _pair_forward_backward(ops: list[Op], where: dict, threads, flows) -> list[O
     return ops
 
 
-def _readying_ops(ops: list[Op]) -> list[int]:
-    """Per gradient ``g<K>``: how many backward ops had started before its AccumulateGrad
-    (the gradients one backward op readies share the count)."""
+def _readying_ops(threads, step: Step, grads: list[tuple[Thread, int]]) -> list[int]:
+    """Per gradient ``g<K>`` of the step: how many backward ops had started before its
+    AccumulateGrad (the gradients one backward op readies share the count). Backward ops
+    at any depth count: a reentrant backward (``torch.utils.checkpoint`` with
+    ``use_reentrant=True``) runs its own graph's ops inside the outer op, each readying its
+    own gradients."""
+    gradient_of: dict[int, int] = {id(t.events[i]): k for k, (t, i) in enumerate(grads)}
+    marks = []
+    for thread, i in in_window(threads, step):
+        e = thread.events[i]
+        if id(e) in gradient_of:
+            marks.append((e.ts, e.line, gradient_of[id(e)]))
+        elif e.name.startswith(EVALUATE) and not e.name.endswith("AccumulateGrad"):
+            marks.append((e.ts, e.line, None))
+    marks.sort(key=lambda m: (m[0], m[1]))
     count, seen = {}, 0
-    for op in ops:
-        if op.kind is OpKind.BACKWARD:
+    for _, _, k in marks:
+        if k is None:
             seen += 1
-        elif op.kind is OpKind.GRADIENT:
-            count[op.outputs[0]] = seen
-    return [count.get(f"g{k}", 0) for k in range(len(count))]
+        else:
+            count[k] = seen
+    return [count.get(k, 0) for k in range(len(count))]
 
 
 def _world(top: dict) -> dict[str, Any]:
@@ -239,7 +251,7 @@ def build(path: str, ev: KinetoEvents, step_wanted: Optional[int] = None,
     clocks = [step_clock(device, s.label, s.ts, s.end) for s in steps]
     clock = clocks[steps.index(step)]
     ops, where, started = _ops(threads, step, grads, clock)
-    readying = _readying_ops(ops)
+    readying = _readying_ops(threads, step, grads)
     ops = _pair_forward_backward(ops, where, threads, ev.flows)
     issued = launches(threads)
     pair_runs(issued, ev, threads)
@@ -254,7 +266,7 @@ def build(path: str, ev: KinetoEvents, step_wanted: Optional[int] = None,
     positional = [t.name for t in tensors]
     if fsdp is None:  # FSDP's gradients are flat or sharded parameters: its units name them
         tensors, note = name_by_modules(tensors, grads, ops, where, threads,
-                                        module_scopes(ev.modules, path))
+                                        module_scopes(ev.modules, path, ev.frames))
     if variables is not None:
         # FSDP1 accumulates flat parameters, FSDP2 with param_dtype low-precision gradients:
         # the sidecar names FSDP's units instead (name_units)

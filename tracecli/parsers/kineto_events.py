@@ -21,7 +21,7 @@ from typing import Any, BinaryIO, Callable, NamedTuple, Optional
 from ..errors import TraceFormatError, excerpt
 from ..jsonfile import finite_number
 from ._jsonstream import iter_trace
-from .kineto_roles import ROLE_OPS
+from .kineto_roles import ROLE_OPS, layer_file
 
 __all__ = ["Event", "Flow", "Activity", "KinetoEvents", "read_events", "torch_dtype", "COMM_ARGS",
            "MODULE_PREFIX"]
@@ -106,6 +106,7 @@ class KinetoEvents:
     device: list[Activity] = field(default_factory=list)  # every kernel, memcpy, memset
     device_steps: list[tuple[str, float, float]] = field(default_factory=list)  # ProfilerStep#K
     modules: list[Event] = field(default_factory=list)  # the Python tracer's nn.Module scopes
+    frames: list[Event] = field(default_factory=list)  # its frames of torch's layers' forward
     top: dict[str, Any] = field(default_factory=dict)  # distributedInfo, schemaVersion, ...
     events: int = 0
 
@@ -235,10 +236,11 @@ def _complete(out: KinetoEvents, value: dict, path: str, line: int) -> None:
     if not isinstance(name, str):
         raise TraceFormatError("a trace event's \"name\" must be a string", path=path, line=line)
     if cat == "python_function":
-        if name.startswith(MODULE_PREFIX):
-            out.modules.append(Event(name, cat, _key(value.get("tid", 0), path, line, "tid"),
-                                     _number(value.get("ts"), path, line, "ts"),
-                                     _number(value.get("dur", 0), path, line, "dur"), line))
+        kept = out.modules if name.startswith(MODULE_PREFIX) else out.frames if layer_file(name) else None
+        if kept is not None:
+            kept.append(Event(name, cat, _key(value.get("tid", 0), path, line, "tid"),
+                              _number(value.get("ts"), path, line, "ts"),
+                              _number(value.get("dur", 0), path, line, "dur"), line))
         return
     ts = _number(value.get("ts"), path, line, "ts")
     dur = _number(value.get("dur", 0), path, line, "dur")

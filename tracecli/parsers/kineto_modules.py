@@ -20,13 +20,19 @@ The rule, for each gradient (an ``AccumulateGrad``, in ready order):
 1. the backward op that readied it is the last backward op its thread ran before it:
    autograd's ready queue runs ``AccumulateGrad`` nodes before any other (their sequence
    number is the largest), so the gradients a backward op makes ready run right after it;
+   a gradient accumulated inside another backward op (a reentrant backward:
+   ``torch.utils.checkpoint(..., use_reentrant=True)``, ``torch.autograd.grad`` in a custom
+   backward) has none: what ran before it belongs to the outer graph, and the inner
+   graph's leaves include activations (the checkpoint's detached inputs);
 2. that backward op's forward op is the one its ``fwdbwd`` flow starts in (the outermost
    host op of the forward holding the flow's start);
 3. the module is the innermost ``nn.Module`` scope holding that forward op on its thread,
    and its path the scopes holding it, outermost first: ``Sequential_0/Block_0/Conv2d_1``;
 4. where that module is a torch.nn layer :mod:`.kineto_roles` lists, the forward op is that
-   layer's operator, and exactly one of its arguments has the gradient's shape and dtype,
-   the argument says which parameter it is: ``Sequential_0/Block_0/Conv2d_1.weight``;
+   layer's operator run by torch's own ``forward`` of the layer (the Python tracer's frame
+   ``torch/nn/modules/conv.py(N): forward`` inside the scope: not a user's class of the same
+   name), and exactly one of its arguments has the gradient's shape and dtype, the
+   argument says which parameter it is: ``Sequential_0/Block_0/Conv2d_1.weight``;
    else the name is the path and the positional name: ``Sequential_0/Block_0/BatchNorm2d_1:grad5[8]``;
 5. the scopes that hold every named gradient's module (DDP's wrapper, the model itself) are
    left out of the names; two gradients that would get one name both keep path and position.
@@ -34,10 +40,13 @@ The rule, for each gradient (an ``AccumulateGrad``, in ready order):
 A gradient for which a step finds nothing keeps its positional name (``grad17[64,32,3,3]``):
 a name is never invented. Limits: a parameter several modules share (tied embeddings) is
 named after the use whose backward readied it, the last one backward reached (the first in
-forward); a module class is known only by its ``__name__`` (a user class called ``Linear``
-is taken for torch's; two classes of one name count apart, so their names may clash, and
-clashing names fall back as in step 5); activation checkpointing and reentrant backward
-re-run forward ops inside backward, where no module scope of the forward holds them.
+forward), and one a module uses without holding it (``F.linear(x, self.other.weight)``,
+``weight_norm``'s ``_WeightNorm``, given its tensors as arguments) is put under that
+module: the trace tells use from ownership nowhere; a module class is known only by its
+``__name__`` (two classes of one name, a user's ``Linear`` and torch's, count apart, so
+both have a ``Linear_0``; clashing names fall back as in step 5); non-reentrant activation
+checkpointing keeps the names (backward's nodes are the forward's), reentrant
+checkpointing leaves its gradients positional (step 1).
 """
 
 from __future__ import annotations
@@ -50,7 +59,7 @@ from typing import Any, Optional, Sequence
 from ..errors import TraceFormatError, excerpt
 from ..model import Op, Tensor
 from .kineto_events import MODULE_PREFIX, Event, torch_dtype
-from .kineto_roles import LAYER_OPS
+from .kineto_roles import LAYER_FILES, LAYER_OPS, layer_file
 from .kineto_threads import ACCUMULATE, EVALUATE, Thread, ancestor_indices
 
 __all__ = ["Scopes", "module_scopes", "name_by_modules"]
@@ -75,9 +84,12 @@ def _scope_name(e: Event, path: str) -> str:
 
 
 class Scopes:
-    """One thread's module scopes, nested by time as the Python tracer recorded them."""
+    """One thread's module scopes, nested by time as the Python tracer recorded them, and
+    its frames of torch's layers' ``forward`` (``frames``)."""
 
-    def __init__(self, events: list[Event], path: str):
+    def __init__(self, events: list[Event], path: str, frames: Sequence[Event] = ()):
+        self._frames = sorted(frames, key=lambda e: (e.ts, -e.dur, e.line))
+        self._frame_starts = [e.ts for e in self._frames]
         self._thread = Thread(events)
         self._names = [_scope_name(e, path) for e in self._thread.events]
         for i, e in enumerate(self._thread.events):
@@ -87,12 +99,31 @@ class Scopes:
                                        f"{excerpt(self._thread.events[p].name)} it starts in; "
                                        "calls nest, so the trace is corrupt", path=path, line=e.line)
 
-    def path(self, event: Event) -> list[str]:
-        """The scopes holding ``event``, outermost first (empty: none)."""
+    def _innermost(self, event: Event) -> int:
         events, parent = self._thread.events, self._thread.parent
         i = bisect.bisect_right(self._thread.starts, event.ts) - 1
         while i >= 0 and events[i].end < event.end:
             i = parent[i]
+        return i
+
+    def layer_file(self, event: Event) -> Optional[str]:
+        """The file of torch's layer ``forward`` that runs ``event`` inside the innermost
+        scope holding it (:func:`.kineto_roles.layer_file`), else ``None``."""
+        i = self._innermost(event)
+        if i < 0:
+            return None
+        scope = self._thread.events[i]
+        k = bisect.bisect_right(self._frame_starts, event.ts) - 1
+        while k >= 0 and self._frames[k].ts >= scope.ts:
+            if self._frames[k].end >= event.end:
+                return layer_file(self._frames[k].name)
+            k -= 1
+        return None
+
+    def path(self, event: Event) -> list[str]:
+        """The scopes holding ``event``, outermost first (empty: none)."""
+        parent = self._thread.parent
+        i = self._innermost(event)
         chain = []
         while i >= 0:
             chain.append(self._names[i])
@@ -100,12 +131,16 @@ class Scopes:
         return chain[::-1]
 
 
-def module_scopes(events: Sequence[Event], path: str) -> dict[Any, Scopes]:
-    """Each thread's :class:`Scopes` (empty when the trace has none: no ``with_stack``)."""
+def module_scopes(events: Sequence[Event], path: str, frames: Sequence[Event] = ()) -> dict[Any, Scopes]:
+    """Each thread's :class:`Scopes` (empty when the trace has none: no ``with_stack``);
+    ``frames``: the Python tracer's frames of torch's layers' ``forward``."""
     by_tid: dict[Any, list[Event]] = {}
     for e in events:
         by_tid.setdefault(e.tid, []).append(e)
-    return {tid: Scopes(list(evs), path) for tid, evs in by_tid.items()}
+    frames_of: dict[Any, list[Event]] = {}
+    for e in frames:
+        frames_of.setdefault(e.tid, []).append(e)
+    return {tid: Scopes(list(evs), path, frames_of.get(tid, ())) for tid, evs in by_tid.items()}
 
 
 def _top_backward(thread: Thread) -> list[int]:
@@ -115,21 +150,26 @@ def _top_backward(thread: Thread) -> list[int]:
 
 
 def _readied_by(thread: Thread, i: int, tops: list[int]) -> Optional[int]:
-    """Rule step 1: the backward op the thread ran last before gradient event ``i``."""
-    top = i
-    for a in ancestor_indices(thread, i):
-        if thread.events[a].name.startswith(EVALUATE):
-            top = a
+    """Rule step 1: the backward op the thread ran last before gradient event ``i``;
+    ``None`` where the gradient was accumulated inside another backward op (a reentrant
+    backward: its leaves may be activations, and what ran before it is the outer graph's)."""
+    evaluating = [j for j in (i, *ancestor_indices(thread, i)) if thread.events[j].name.startswith(EVALUATE)]
+    if len(evaluating) > 1:
+        return None
+    top = evaluating[0] if evaluating else i
     k = bisect.bisect_left(tops, top) - 1
     while k >= 0 and thread.events[tops[k]].name.endswith(ACCUMULATE):
         k -= 1
     return tops[k] if k >= 0 else None
 
 
-def _role(scope: str, forward: Event, t: Tensor) -> Optional[str]:
-    """Rule step 4: the parameter of layer ``scope`` whose gradient ``t`` is, if provable."""
-    layer = LAYER_OPS.get(scope.rsplit("_", 1)[0])
-    if layer is None or forward.name != layer[0] or t.shape is None or t.dtype is None:
+def _role(scope: str, forward: Event, t: Tensor, frame: Optional[str]) -> Optional[str]:
+    """Rule step 4: the parameter of layer ``scope`` whose gradient ``t`` is, if provable;
+    ``frame``: the file of torch's layer ``forward`` running ``forward`` in that scope."""
+    cls = scope.rsplit("_", 1)[0]
+    layer = LAYER_OPS.get(cls)
+    if layer is None or forward.name != layer[0] or t.shape is None or t.dtype is None \
+            or frame != LAYER_FILES[cls]:
         return None
     args = forward.args or {}
     dims, types = args.get("Input Dims"), args.get("Input type")
@@ -166,7 +206,7 @@ def name_by_modules(tensors: list[Tensor], grads: Sequence[tuple[Thread, int]], 
         scope = scopes.get(forward.tid)
         chain = scope.path(forward) if scope is not None else []
         if chain:
-            found[k] = (chain, _role(chain[-1], forward, tensors[k]))
+            found[k] = (chain, _role(chain[-1], forward, tensors[k], scope.layer_file(forward)))
     return _names(tensors, found)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import importlib.util
 import json
 
@@ -322,3 +323,27 @@ def test_the_installed_torch_s_nccl_is_read_as_torch_reports_it():
 
     assert _asked(SimpleNamespace(cuda=SimpleNamespace(nccl=SimpleNamespace(version=raising)))) is None
     assert _NO_CUDA.search("cuda: Optional[str] = None\n") and not _NO_CUDA.search("cuda = '12.8'\n")
+
+
+@pytest.mark.parametrize("option, what", [("--measured", "nccl-tests table"),
+                                          ("--nccl-log", "NCCL debug log")])
+def test_endless_or_huge_files_are_refused_without_reading_them_whole(tmp_path, monkeypatch,
+                                                                      option, what):
+    """/dev/zero stops at its first chunk; a text past the limit at the limit (both were
+    read whole before)."""
+    assert_error(run("collective", "allreduce", option, "/dev/zero"), "/dev/zero:1:",
+                 f"binary data, not a {what}")
+    monkeypatch.setattr("tracecli.costs.nccl.nccl_tests.MAX_FILE_BYTES", 4096)
+    monkeypatch.setattr("tracecli.costs.nccl.nccllog.MAX_LOG_BYTES", 4096)
+    big = tmp_path / "big.txt"
+    big.write_text("# nThread 1 nGpus 1\n" * 1000)
+    assert_error(run("collective", "allreduce", option, big), str(big), "larger than the 4.0 KiB")
+
+
+def test_a_gzipped_nccl_tests_table_reads_as_the_table(tmp_path):
+    packed = tmp_path / "table.txt.gz"
+    packed.write_bytes(gzip.compress(GH200.read_bytes()))
+    plain = run("collective", "allreduce", "--measured", GH200, "--json")
+    assert plain.exit_code == 0, plain.output
+    assert json.loads(run("collective", "allreduce", "--measured", packed, "--json").stdout)["rows"] \
+        == json.loads(plain.stdout)["rows"]

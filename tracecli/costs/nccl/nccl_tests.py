@@ -25,12 +25,14 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ...errors import CalibrationError, excerpt
+from ...inputfile import open_input
 from ..collectives import NAMES
 
 __all__ = ["NcclTestsRow", "NcclTests", "parse_nccl_tests", "read_nccl_tests", "BINARIES"]
 
 BINARIES = {names.op: names.binary for names in NAMES.values()}
 MAX_BYTES = 1 << 50
+MAX_FILE_BYTES = 64 << 20  # nccl-tests output of every size of every collective is kilobytes
 MAX_US = 1e10
 MIN_US = 0.01  # nccl-tests prints times to 0.01 us; a collective takes some time
 _PREFIX = re.compile(r"^(?:\[\d+\]\s?|.*<stdout>:)")
@@ -180,9 +182,7 @@ def _check_wrong(path: str, no: int, text: str) -> None:
 
 
 def read_nccl_tests(path: str, collective: Optional[str] = None) -> NcclTests:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            text = fh.read()
-    except OSError as e:
-        raise CalibrationError(f"cannot read nccl-tests output: {e.strerror}", path=str(path)) from None
-    return parse_nccl_tests(text, str(path), collective)
+    """:func:`parse_nccl_tests` of the file at ``path`` (or ``-``, gzip too), read within
+    :data:`MAX_FILE_BYTES`; unreadable, binary or larger: one-line CalibrationError."""
+    data = open_input(str(path), CalibrationError, "nccl-tests table", MAX_FILE_BYTES).read()
+    return parse_nccl_tests(data.decode("utf-8", errors="replace"), str(path), collective)

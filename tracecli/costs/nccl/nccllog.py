@@ -27,6 +27,7 @@ from typing import Optional
 
 from ...errors import CalibrationError, excerpt
 from ...limits import MAX_RANKS
+from ...inputfile import open_input
 from .tuning import FUNCS
 from .versions import ALGOS, PROTOS, parse_version
 
@@ -180,11 +181,11 @@ def _read_row(log: NcclLog, path: str, no: int, func: str, rest: str, block: lis
         log.table[(func, block[i // 3], PROTOS[i % 3])] = (lat, bw, no)
 
 
+MAX_LOG_BYTES = 256 << 20  # rank 0's GRAPH,TUNING log; a whole job's INFO log is far smaller
+
+
 def read_nccl_log(path: str) -> NcclLog:
-    """:func:`parse_nccl_log` of the file at ``path`` (unreadable: CalibrationError)."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            text = fh.read()
-    except OSError as e:
-        raise CalibrationError(f"cannot read the NCCL log: {e.strerror}", path=str(path)) from None
-    return parse_nccl_log(text, str(path))
+    """:func:`parse_nccl_log` of the file at ``path`` (or ``-``, gzip too), read within
+    :data:`MAX_LOG_BYTES`; unreadable, binary or larger: one-line CalibrationError."""
+    data = open_input(str(path), CalibrationError, "NCCL debug log", MAX_LOG_BYTES).read()
+    return parse_nccl_log(data.decode("utf-8", errors="replace"), str(path))

@@ -137,6 +137,8 @@ def problems(narrow: str, wide: str, lines: str = "") -> list[str]:
 @pytest.mark.parametrize("args", COMMANDS, ids=[" ".join(Path(a).name if "/" in a else a
                                                          for a in c) for c in COMMANDS])
 def test_reads_at_80_columns(args, monkeypatch):
+    if args[0] in ("replay", "calibrate"):
+        pytest.importorskip("torch", reason="replay and calibrate need torch, even --dry-run")
     both = Both()
     monkeypatch.setattr(output, "console", lambda: both)
     result = run(*args, env={"COLUMNS": str(WIDTH), "NO_COLOR": "1"})

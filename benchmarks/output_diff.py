@@ -69,6 +69,18 @@ INTENDED = [
 ]
 
 
+def _each_object(node, visit) -> None:
+    """``visit`` every JSON object in ``node``, outermost first (after its visit, an object's
+    values are walked as they are then)."""
+    if isinstance(node, dict):
+        visit(node)
+        for value in node.values():
+            _each_object(value, visit)
+    elif isinstance(node, list):
+        for value in node:
+            _each_object(value, visit)
+
+
 def _own_options(out: bytes) -> bytes:
     """A plan document (JSON text) with only the options its strategy reads."""
     import json
@@ -84,22 +96,16 @@ def _own_options(out: bytes) -> bytes:
 
     changed = []
 
-    def walk(node):
-        if isinstance(node, dict):
-            if isinstance(node.get("options"), dict) and isinstance(node.get("strategy"), str):
-                spec = STRATEGIES.get(node["strategy"])
-                read = {k.name for k in spec.knobs} if spec is not None else set()
-                kept = {k: v for k, v in node["options"].items() if k in read}
-                if kept != node["options"]:
-                    node["options"] = kept
-                    changed.append(True)
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
+    def keep_read_options(node: dict) -> None:
+        if isinstance(node.get("options"), dict) and isinstance(node.get("strategy"), str):
+            spec = STRATEGIES.get(node["strategy"])
+            read = {k.name for k in spec.knobs} if spec is not None else set()
+            kept = {k: v for k, v in node["options"].items() if k in read}
+            if kept != node["options"]:
+                node["options"] = kept
+                changed.append(True)
 
-    walk(doc)
+    _each_object(doc, keep_read_options)
     return dumps(doc).encode() if changed else out
 
 
@@ -279,19 +285,13 @@ def _without_advice(out: bytes) -> bytes:
                    None)
         return out if cut is None else b"\n".join(lines[:cut])
 
-    def walk(node):
-        if isinstance(node, dict):
-            node.pop("advice", None)
-            for key in ("find_unused_parameters", "static_graph"):
-                if node.get(key) is False:
-                    del node[key]
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
+    def drop(node: dict) -> None:
+        node.pop("advice", None)
+        for key in ("find_unused_parameters", "static_graph"):
+            if node.get(key) is False:
+                del node[key]
 
-    walk(doc)
+    _each_object(doc, drop)
     return dumps(doc).encode()
 
 

@@ -12,7 +12,6 @@ source, fails here before any tracecli test relies on it.
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
 import re
@@ -20,18 +19,13 @@ from pathlib import Path
 
 import pytest
 
+from framework_answers import record as load
+
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 MEGATRON = sorted((FIXTURES / "megatron" / "truth").glob("*.megatron-truth.json*")) + \
     sorted((FIXTURES / "megatron").glob("mc_*.megatron-truth.json"))
 DEEPSPEED = sorted((FIXTURES / "deepspeed" / "truth").glob("*.deepspeed-truth.json*")) + \
     sorted((FIXTURES / "deepspeed").glob("ds_*.deepspeed-truth.json"))
-
-
-def load(path: Path) -> dict:
-    if path.suffix == ".gz":
-        with gzip.open(path, "rt") as f:
-            return json.load(f)
-    return json.loads(path.read_text())
 
 
 def sidecar(path: Path, name: str) -> list[dict]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planning_curves import partitions
+from planning_curves import brute_force
 from tracecli.planning import predicted
 from tracecli.planning.base import Grad, Grouping
 from tracecli.costs import AlphaBeta as CostModel
@@ -13,17 +13,6 @@ from tracecli.model import CollectiveKind
 from tracecli.planning.optimal import optimal_partition
 from tracecli.planning.plan import PlanInput, make_plan
 from tracecli.planning.timeline import lower_bound, simulate
-
-
-def brute_force(grads, cost, backward_end, cap=None):
-    best = None
-    for buckets in partitions(len(grads)):
-        if cap is not None and any(len(b) > 1 and sum(grads[i].nbytes for i in b) > cap
-                                   for b in buckets):
-            continue
-        t = simulate(grads, Grouping(buckets), cost, 0.0, backward_end).iteration_ms
-        best = t if best is None else min(best, t)
-    return best
 
 
 @st.composite

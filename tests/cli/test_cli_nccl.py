@@ -95,6 +95,17 @@ def test_intra_nics_and_b200():
     assert cm["graph"]["ring"]["nvlink"] is False
 
 
+def test_intra_nvlink_is_a_mesh_without_nvls():
+    topo = jdoc("collective", "allreduce", "--gpus-per-node", "4", "--intra", "nvlink", "--nccl",
+                "2.30.7", "--sizes", "1G")["topology"]
+    assert (topo["intra"], topo["graph"]["nvls"], topo["graph"]["ring"]["nvlink"]) == ("nvlink", None, True)
+    alps = jdoc("collective", "allreduce", "--platform", "cscs-alps-gh200", "--nodes", "2", "--nccl",
+                "2.30.7", "--sizes", "1G")["topology"]
+    assert (alps["gpus"], alps["intra"], alps["net"], alps["nic_gbps"]) == (8, "nvlink", "ofi", 800.0)
+    assert_error(run("collective", "allreduce", "--gpus-per-node", "8", "--intra", "nvlink"),
+                 "tracecli collective", "4 GPUs at most")
+
+
 # --- --nccl-tests as a cost source ---------------------------------------------------------
 
 def _one_gradient(dump, tmp_path, nbytes: int):

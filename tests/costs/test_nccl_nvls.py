@@ -88,3 +88,25 @@ def test_tree_graph_is_the_ring_on_one_node_and_wider_inside_on_several():
     assert (tree.n_channels, tree.bw_intra, tree.bw_inter) == (8, 45.0, 24.0)
     m = NcclModel.for_topology("h100", 2, 8, True, 1600, 8, version="2.30.7")
     assert m.tree_pattern_tree and not NcclModel.for_topology("h100", 1, 8, True, 0, 0).tree_pattern_tree
+
+
+def test_an_nvlink_mesh_has_the_switch_s_channels_and_no_nvls():
+    """Four GPUs linked to each other without an NVSwitch (a 4-GPU board, CSCS Alps' GH200):
+    the channels share a GPU's lanes as on a switch, NVLink for NCCL's latencies and LL128
+    (typeIntra NVL <= NVB, tuning.cc), but no NVLS: it needs the switch (search.cc:1124)."""
+    mesh = NcclModel.for_topology("h100", 1, 4, False, 0, 0, version="2.30.7", mesh=True)
+    switch = NcclModel.for_topology("h100", 1, 4, True, 0, 0, version="2.30.7")
+    pcie = NcclModel.for_topology("h100", 1, 4, False, 0, 0, version="2.30.7")
+    assert mesh.nvls is None and switch.nvls is not None
+    assert (mesh.ring.n_channels, mesh.ring.bw_intra) == (switch.ring.n_channels, switch.ring.bw_intra)
+    assert mesh.ring.nvlink and mesh.ring.ll128 and not pcie.ring.nvlink
+    assert mesh.intra == "nvlink" and mesh.ring.n_channels * mesh.ring.bw_intra > 4 * pcie.ring.n_channels * pcie.ring.bw_intra
+    assert all(mesh.choice(K.ALL_REDUCE, 1 << k)[0] not in ("NVLS", "NVLSTree") for k in range(3, 35))
+    alps = NcclModel.for_platform("cscs-alps-gh200", 4, version="2.30.7")
+    assert (alps.topology.gpus_per_node, alps.intra, alps.net, alps.nvls) == (4, "nvlink", "ofi", None)
+
+
+def test_an_nvlink_mesh_of_more_than_four_gpus_is_refused():
+    from tracecli.errors import CostModelError
+    with pytest.raises(CostModelError, match="4 GPUs at most"):
+        NcclModel.for_topology("h100", 1, 8, False, 0, 0, version="2.30.7", mesh=True)

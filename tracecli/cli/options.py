@@ -74,8 +74,9 @@ topology_options = options(
                  "Gb/s summed over its NICs: 8 x 400 = 3200 on a DGX H100 (default: --platform's)."),
     click.option("--nics", type=click.IntRange(0, 1024), help="NICs per node (default: "
                  "--platform's, else one per GPU)."),
-    click.option("--intra", type=click.Choice(INTRA), help="Fabric inside a node (default: "
-                 "--platform's, else nvswitch)."),
+    click.option("--intra", type=click.Choice(INTRA), help="Fabric inside a node: nvswitch, "
+                 "nvlink (GPUs linked to each other, no switch: a 4-GPU board) or pcie "
+                 "(default: --platform's, else nvswitch)."),
     click.option("--nccl", "nccl", metavar="VERSION", help=_NCCL_HELP),
     click.option("--platform", type=click.Choice(list(PLATFORMS)), help="Named platform: GPU, "
                  "GPUs per node, fabric, NICs (sources in docs/costs.md)."),

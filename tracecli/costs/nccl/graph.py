@@ -40,7 +40,8 @@ from dataclasses import dataclass
 
 from .tuning import AlgoGraph
 
-__all__ = ["GPUS", "Gpu", "search_graphs", "tree_pattern_is_tree", "SPEEDS_INTRA", "SPEEDS_INTER"]
+__all__ = ["GPUS", "Gpu", "search_graphs", "tree_pattern_is_tree", "SPEEDS_INTRA", "SPEEDS_INTER",
+           "MESH_GPUS"]
 
 SPEEDS_INTRA = {80: (40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0),
                 90: (60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0),
@@ -52,6 +53,7 @@ SPEEDS_INTER = {80: (48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 
                 100: (96.0, 86.0, 80.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5,
                       15.0, 12.0, 6.0, 3.0, 2.4, 1.2, 0.24, 0.12)}
 MAX_SEARCH_CHANNELS = 16
+MESH_GPUS = 4  # an NVLink mesh with every pair linked: the 4-GPU boards (search_graphs' mesh)
 
 
 @dataclass(frozen=True)
@@ -91,15 +93,29 @@ def _fit(total: float, speeds: tuple[float, ...], channels: int) -> float:
 
 
 def search_graphs(gpu: Gpu, gpus_per_node: int, nodes: int, nvswitch: bool,
-                  nic_gbps: float, nics: int) -> tuple[AlgoGraph, AlgoGraph]:
+                  nic_gbps: float, nics: int, mesh: bool = False) -> tuple[AlgoGraph, AlgoGraph]:
     """``(ring, tree)`` graphs estimated from the search rules (see the module docstring).
+
+    ``mesh``: the node's GPUs are linked to each other by NVLink without an NVSwitch, every
+    pair alike (a 4-GPU HGX A100 board, CSCS Alps' four GH200): a GPU's lanes are split among
+    its peers, a channel's ring sends to one peer, and channels on rings of other orders send
+    to the others (NCCL's search takes a link's bandwidth off as each channel uses it,
+    search.cc ``ncclTopoFollowPath``), so the channels share all of a GPU's lanes as on an
+    NVSwitch, each at no more than one peer's share.
 
     >>> ring, tree = search_graphs(GPUS["a100"], 8, 1, True, 1600, 8)
     >>> ring.n_channels, ring.bw_intra, ring.n_channels * ring.bw_intra
     (12, 20.0, 240.0)
+    >>> ring, _ = search_graphs(GPUS["h100"], 4, 1, False, 0, 0, mesh=True)
+    >>> ring.n_channels * ring.bw_intra, ring.nvlink
+    (360.0, True)
     """
-    intra_total = gpu.nvlink_gbps if nvswitch else gpu.pcie_gbps
+    nvlink = nvswitch or mesh
+    intra_total = gpu.nvlink_gbps if nvlink else gpu.pcie_gbps
     intra_speeds = _speeds(gpu.compcap, SPEEDS_INTRA)
+    if mesh and not nvswitch and gpus_per_node > 1:  # a channel at most one peer's lanes
+        per_peer = gpu.nvlink_gbps / (gpus_per_node - 1)
+        intra_speeds = tuple(s for s in intra_speeds if s <= per_peer + 1e-9) or intra_speeds[-1:]
     if gpus_per_node == 1:
         intra_total = math.inf
     best = (0.0, 0, 0.0)
@@ -117,8 +133,8 @@ def search_graphs(gpu: Gpu, gpus_per_node: int, nodes: int, nvswitch: bool,
         s_intra = s_inter
     if s_intra >= 25.0 and not (gpu.compcap > 80 and s_intra < 50.0 and channels > 4):
         channels, s_intra, s_inter = 2 * channels, s_intra / 2, s_inter / 2  # ncclTopoDupChannels
-    ll128 = nvswitch or gpus_per_node == 1
-    ring = AlgoGraph(channels, s_intra, s_inter, nvlink=nvswitch, ll128=ll128)
+    ll128 = nvlink or gpus_per_node == 1  # LL128 needs typeIntra <= NVB (tuning.cc)
+    ring = AlgoGraph(channels, s_intra, s_inter, nvlink=nvlink, ll128=ll128)
     if nodes == 1 or gpus_per_node == 1:
         return ring, ring
     tree_intra = s_inter  # pass 2 raises a tree's bwIntra alone while below 2 bwInter
@@ -126,7 +142,7 @@ def search_graphs(gpu: Gpu, gpus_per_node: int, nodes: int, nvswitch: bool,
         if tree_intra >= 2 * s_inter or s * channels > intra_total + 1e-9:
             break
         tree_intra = s
-    return ring, AlgoGraph(channels, tree_intra, s_inter, nvlink=nvswitch, ll128=ll128)
+    return ring, AlgoGraph(channels, tree_intra, s_inter, nvlink=nvlink, ll128=ll128)
 
 
 def tree_pattern_is_tree(gpu: Gpu, nodes: int) -> bool:

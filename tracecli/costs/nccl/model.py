@@ -34,7 +34,7 @@ from ..error import ErrorBand
 from ..collectives import NAMES
 from ..model import Linear
 from ..topology import Topology
-from .graph import GPUS, search_graphs, tree_pattern_is_tree
+from .graph import GPUS, MESH_GPUS, search_graphs, tree_pattern_is_tree
 from .nvls import search_nvls
 from .platforms import PLATFORMS
 from .fit_time import resolve
@@ -67,7 +67,7 @@ class NcclModel:
     graph_source: str = ESTIMATED
     tree_pattern_tree: bool = False
     device: str = ""
-    intra: str = ""  # "nvswitch" or "pcie"
+    intra: str = ""  # "nvswitch", "nvlink" (a mesh, no switch) or "pcie"
     nic_gbps: Optional[float] = None  # network per node, Gb/s over all its NICs
     nics: Optional[int] = None
     nvls: Optional[AlgoGraph] = None
@@ -79,9 +79,10 @@ class NcclModel:
     @classmethod
     def for_topology(cls, gpu: str, nodes: int, gpus_per_node: int, nvswitch: bool,
                      nic_gbps: float, nics: int, version: str = DEFAULT_VERSION,
-                     net: Optional[str] = None) -> "NcclModel":
+                     net: Optional[str] = None, mesh: bool = False) -> "NcclModel":
         """The model of a topology, its graph estimated (:func:`~.graph.search_graphs`);
-        ``net``: the network transport (:mod:`.transports`; ``None``: ib on several nodes)."""
+        ``net``: the network transport (:mod:`.transports`; ``None``: ib on several nodes);
+        ``mesh``: GPUs linked by NVLink to each other without an NVSwitch (no NVLS)."""
         if gpu not in GPUS:
             raise CostModelError(f"unknown GPU {gpu!r}; use one of " + ", ".join(GPUS))
         if net is not None and net not in NETS:
@@ -96,12 +97,18 @@ class NcclModel:
                             "node, summed over its NICs) and at least one NIC")
         devices = nccl_nics(nics, gpus_per_node, net or DEFAULT_NET, version)[0] \
             if nodes > 1 else nics
-        ring, tree = search_graphs(GPUS[gpu], gpus_per_node, nodes, nvswitch, nic_gbps, devices)
+        mesh = mesh and not nvswitch
+        if mesh and gpus_per_node > MESH_GPUS:
+            raise CostModelError(f"an NVLink mesh of {gpus_per_node} GPUs: tracecli models "
+                                 f"every pair linked, {MESH_GPUS} GPUs at most (a 4-GPU board); "
+                                 "pass NCCL's own graph with --nccl-log")
+        ring, tree = search_graphs(GPUS[gpu], gpus_per_node, nodes, nvswitch, nic_gbps, devices,
+                                   mesh)
         nvls = search_nvls(GPUS[gpu], gpus_per_node, nodes, nvswitch, nic_gbps, devices, version)
         return cls(topo, GPUS[gpu].compcap, ring, tree, version, nvls=nvls,
                    tree_pattern_tree=tree_pattern_is_tree(GPUS[gpu], nodes),
                    source=f"NCCL {version} model, {nodes} x {gpus_per_node} {gpu}", device=gpu,
-                   intra="nvswitch" if nvswitch else "pcie",
+                   intra="nvswitch" if nvswitch else "nvlink" if mesh else "pcie",
                    nic_gbps=nic_gbps if nodes > 1 else None, nics=nics if nodes > 1 else None,
                    net=net if nodes > 1 else None,
                    nic_devices=devices if nodes > 1 and devices != nics else None)
@@ -112,7 +119,7 @@ class NcclModel:
             raise CostModelError(f"unknown platform {platform!r}; use one of " + ", ".join(PLATFORMS))
         p = PLATFORMS[platform]
         m = cls.for_topology(p.gpu, nodes, p.gpus_per_node, p.nvswitch, p.nic_gbps, p.nics, version,
-                             p.net)
+                             p.net, p.mesh)
         return replace(m, name=f"nccl:{platform}", source=f"{m.source}; {p.source}",
                        net_latency=p.net_latency if nodes > 1 else None)
 
@@ -326,7 +333,8 @@ class NcclModel:
     def summary(self) -> str:
         """One line: what the model is and where its figures come from."""
         t, r = self.topology, self.ring
-        fabric = {"nvswitch": " on NVSwitch", "pcie": " on PCIe"}.get(self.intra, "") \
+        fabric = {"nvswitch": " on NVSwitch", "nvlink": " on NVLink (no switch)",
+                  "pcie": " on PCIe"}.get(self.intra, "") \
             if t.gpus_per_node > 1 else ""
         net = (f", {self.nic_gbps:g} Gb/s per node over {self.nics} NIC"
                f"{'s' if self.nics != 1 else ''}" if self.nic_gbps else "")

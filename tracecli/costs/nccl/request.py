@@ -35,7 +35,7 @@ from .versions import DEFAULT_VERSION, RELEASES, constants_for
 __all__ = ["TopologyRequest", "topology_model", "INTRA", "graphs_from_log", "nccl_version",
            "MODELLED"]
 
-INTRA = ("nvswitch", "pcie")
+INTRA = ("nvswitch", "nvlink", "pcie")
 DEFAULT_GPUS_PER_NODE = 8
 MODELLED = "{}.{}-{}.{}".format(*RELEASES[0][0][:2], *RELEASES[-1][0][:2])  # the releases modelled
 # Path types in NCCL's order (src/graph/topo.h of v2.28+: LOC NVL NVB C2C PIX PXB P2C PXN PHB
@@ -166,7 +166,7 @@ def topology_model(req: TopologyRequest, gpus: Optional[int] = None) -> tuple[Nc
     if req.net is not None and req.net not in NETS:
         raise CostModelError(f"unknown --net {req.net!r}; use one of " + ", ".join(NETS))
     if req.intra is not None and req.intra not in INTRA:
-        raise CostModelError(f"unknown --intra {req.intra!r}; use nvswitch or pcie")
+        raise CostModelError(f"unknown --intra {req.intra!r}; use one of " + ", ".join(INTRA))
     logged_graph = None
     if req.nccl_log is not None:
         logged_graph = graphs_from_log(req.nccl_log, GPUS[device].compcap)
@@ -183,8 +183,9 @@ def topology_model(req: TopologyRequest, gpus: Optional[int] = None) -> tuple[Nc
         raise CostModelError(f"{nodes} nodes need a network between them ({why}): pass "
                         "--nic-gbps (Gb/s per node, summed over its NICs: 3200 for 8 x 400) with "
                         "at least one NIC, or --platform")
-    nvswitch = (req.intra or ("nvswitch" if platform is None or platform.nvswitch else "pcie")) \
-        == "nvswitch"
+    intra = req.intra or ("nvswitch" if platform is None or platform.nvswitch
+                          else "nvlink" if platform.mesh else "pcie")
+    nvswitch = intra == "nvswitch"
     logged, notices = None, []
     if logged_graph is not None:
         ring, tree, log, pattern_tree, nvls = logged_graph
@@ -196,9 +197,9 @@ def topology_model(req: TopologyRequest, gpus: Optional[int] = None) -> tuple[Nc
     notices += said
     net = (req.net or (platform.net if platform else DEFAULT_NET)) if nodes > 1 else None
     model = NcclModel.for_topology(device, nodes, per, nvswitch, nic_gbps or 0.0, nics, version,
-                                   net)
+                                   net, mesh=intra == "nvlink")
     name = f"nccl:{platform.name}" if platform else "nccl"
-    fabric = "NVSwitch" if nvswitch else "PCIe"
+    fabric = {"nvswitch": "NVSwitch", "nvlink": "NVLink without a switch"}.get(intra, "PCIe")
     network = f", {nic_gbps:g} Gb/s network per node over {nics} NIC{'s' if nics != 1 else ''}" \
         if nodes > 1 else ""
     source = f"NCCL {version} model, {nodes} x {per} {device} on {fabric}{network}"
@@ -207,7 +208,7 @@ def topology_model(req: TopologyRequest, gpus: Optional[int] = None) -> tuple[Nc
     if net is not None:
         source += f"; network transport {net}"
     same_net = platform is not None and net == platform.net  # --net leaves the platform's stack
-    model = replace(model, name=name, source=source, intra=fabric.lower(), net=net,
+    model = replace(model, name=name, source=source, intra=intra, net=net,
                     nic_gbps=nic_gbps if nodes > 1 else None, nics=nics if nodes > 1 else None,
                     device=device, net_latency=platform.net_latency if same_net else None)
     if req.nccl_log is not None:

@@ -101,7 +101,7 @@ def test_intra_nvlink_is_a_mesh_without_nvls():
     assert (topo["intra"], topo["graph"]["nvls"], topo["graph"]["ring"]["nvlink"]) == ("nvlink", None, True)
     alps = jdoc("collective", "allreduce", "--platform", "cscs-alps-gh200", "--nodes", "2", "--nccl",
                 "2.30.7", "--sizes", "1G")["topology"]
-    assert (alps["gpus"], alps["intra"], alps["net"], alps["nic_gbps"]) == (8, "nvlink", "ofi", 800.0)
+    assert (alps["gpus"], alps["device"], alps["intra"], alps["net"], alps["nic_gbps"]) == (8, "gh200", "nvlink", "ofi", 800.0)
     assert_error(run("collective", "allreduce", "--gpus-per-node", "8", "--intra", "nvlink"),
                  "tracecli collective", "4 GPUs at most")
 

@@ -68,6 +68,9 @@ DEVICES: dict[str, Device] = {d.name: d for d in (
            "NVIDIA H100 SXM5 datasheet: 67 TFLOP/s FP32, 989 BF16/FP16 tensor (dense), 3.35 TB/s HBM3"),
     Device("h200", 67.0, 989.0, 4800.0, 0.6, 0.75, 5.0,
            "NVIDIA H200 SXM datasheet: 67 TFLOP/s FP32, 989 BF16/FP16 tensor (dense), 4.8 TB/s HBM3e"),
+    Device("gh200", 67.0, 989.0, 4000.0, 0.6, 0.75, 5.0,
+           "NVIDIA GH200 Grace Hopper Superchip datasheet: its H100 GPU, 67 TFLOP/s FP32, 989 "
+           "BF16/FP16 tensor (dense), 4 TB/s HBM3 (96 GB; 4.9 TB/s with 144 GB HBM3e)"),
     Device("b200", 75.0, 2250.0, 7700.0, 0.6, 0.75, 5.0,
            "NVIDIA HGX B200 specifications, per GPU: 75 TFLOP/s FP32, 4.5 PFLOP/s FP16/BF16 tensor "
            "with sparsity (2.25 dense), 7.7 TB/s HBM3e"),

@@ -71,11 +71,12 @@ class Gpu:
         return self.nvlink_lanes * self.nvlink_lane_gbps
 
 
-# Lanes: V100 SXM2 6 (NVLink 2), A100 SXM 12 (NVLink 3), H100/H200 SXM 18 (NVLink 4),
-# B200 18 (NVLink 5): NVIDIA's product pages; per-lane figures: topo.h:20-24.
+# Lanes: V100 SXM2 6 (NVLink 2), A100 SXM 12 (NVLink 3), H100/H200 SXM and GH200's H100 18
+# (NVLink 4, 900 GB/s), B200 18 (NVLink 5): NVIDIA's product pages; per lane: topo.h:20-24.
 GPUS = {g.name: g for g in (
     Gpu("v100", 70, 6, 20.0, 12.0), Gpu("a100", 80, 12, 20.0, 24.0),
     Gpu("h100", 90, 18, 20.6, 48.0), Gpu("h200", 90, 18, 20.6, 48.0),
+    Gpu("gh200", 90, 18, 20.6, 48.0),
     Gpu("b200", 100, 18, 40.1, 48.0),
 )}
 

@@ -70,9 +70,9 @@ PLATFORMS = {p.name: p for p in (
     Platform("oci-bm-gpu-h100.8", "h100", 8, True, 16, 3200.0,
              "OCI BM.GPU.H100.8: 8x H100 80GB on NVSwitch, cluster network RoCE v2 16x 200 Gbps "
              "(ports of dual-port NICs, merged by NCCL 2.20+)", "roce"),
-    Platform("cscs-alps-gh200", "h100", 4, False, 4, 800.0,
-             "CSCS Alps GH200 node (HPE Cray EX254n): four GH200 (an H100 GPU each, as NCCL "
-             "sees it) linked by NVLink to each other, no NVSwitch, and four NICs, one per "
+    Platform("cscs-alps-gh200", "gh200", 4, False, 4, 800.0,
+             "CSCS Alps GH200 node (HPE Cray EX254n): four GH200 linked by NVLink to each "
+             "other, no NVSwitch, and four NICs, one per "
              "GH200 (CSCS docs, docs/alps/hardware.md); HPE Slingshot 11, 200 Gb/s a NIC, "
              "through libfabric (aws-ofi-nccl)", "ofi", mesh=True),
     Platform("azure-nd-h100-v5", "h100", 8, True, 8, 3200.0,

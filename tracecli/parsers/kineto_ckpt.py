@@ -4,10 +4,10 @@
 ``tensor_parallel.checkpoint``, the same mechanism) runs each block's backward inside its
 ``CheckpointFunctionBackward``: it detaches the block's saved inputs
 (``detach_variable``, ``torch/utils/checkpoint.py:71-86``: ``inp.detach()``, then
-``requires_grad`` copied from the input), reruns the block's forward on them (``:308-313``)
+``requires_grad`` copied from the input), reruns the block's forward on them (``:308-314``)
 and calls ``torch.autograd.backward`` on its outputs (``:331``). That inner backward
 accumulates into every leaf it reaches: the block's parameters, and the detached inputs
-that require a gradient, whose ``.grad`` it returns to the outer graph (``:332-335``).
+that require a gradient, whose ``.grad`` it returns to the outer graph (``:332-337``).
 Those leaves are activations ([batch, seq, hidden] on a transformer): their
 ``AccumulateGrad`` is no parameter's gradient, and DDP never all-reduces it.
 

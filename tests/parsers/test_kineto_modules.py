@@ -115,10 +115,12 @@ def test_the_sidecar_wins_and_agrees(case, tmp_path):
     by_sidecar = readiness(with_sidecar(case)).gradients
     by_scopes = readiness(load_trace(alone(case))).gradients
     params = {p["name"]: p for p in answers(case)["named_parameters"]}
-    # a leaf that is no parameter (reentrant checkpointing's detached input) stays positional
-    assert [g.name if g.name in params else "leaf" for g in by_sidecar] == [
-        n if n in params else "leaf" for n in answers(case)["ready_order"]] or case == "tied_frozen"
-    for side, own in zip(by_sidecar, by_scopes):
+    # a leaf that is no parameter (reentrant checkpointing's detached input) is set aside:
+    # no parameter of the sidecar has its shape (tests/parsers/test_kineto_ckpt.py)
+    ready = answers(case)["ready_order"]
+    assert [g.name for g in by_sidecar] == [n for n in ready if n in params] or case == "tied_frozen"
+    by_scopes = [own for own, n in zip(by_scopes, ready) if n in params or case == "tied_frozen"]
+    for side, own in zip(by_sidecar, by_scopes, strict=True):
         if side.name in params:
             # the scopes' module, where they name one (a reentrant backward's: none)
             assert own.layer is None or params[side.name]["chain"][-1] == own.layer.split("/")[-1]
@@ -171,8 +173,7 @@ def test_the_sidecar_names_a_reentrant_backward_s_gradients_by_their_own_backwar
     torch's names; counted as one op (``CheckpointFunctionBackward``) it swapped ``l1`` and
     ``l2`` of each block."""
     names = [g.name for g in readiness(with_sidecar("ckpt_reentrant")).gradients]
-    assert names[2:7] == ["blocks.1.l2.bias", "blocks.1.l2.weight", "blocks.1.l1.bias", "grad5[6,12]",
-                          "blocks.1.l1.weight"]
+    assert names[2:6] == ["blocks.1.l2.bias", "blocks.1.l2.weight", "blocks.1.l1.bias", "blocks.1.l1.weight"]
 
 
 def test_a_user_s_class_named_like_torch_s_layer_gets_no_attribute():

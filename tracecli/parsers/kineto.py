@@ -8,7 +8,9 @@ last step with a backward pass):
   ``Input Dims``/``Input type`` (``record_shapes=True``), names and marks from a parameter
   sidecar where they can be told (:mod:`.kineto_names`), else from the trace's own module
   scopes (``with_stack=True``; :mod:`.kineto_modules`: ``Sequential_0/Conv2d_1.weight``),
-  else position and shape (``grad17[64,32,3,3]``);
+  else position and shape (``grad17[64,32,3,3]``); a reentrant backward's leaves that are
+  no parameter (checkpointing's detached inputs) are no gradient, where the trace or the
+  sidecar shows it (:mod:`.kineto_ckpt`);
 - every top-level ``autograd::engine::evaluate_function`` is a backward op, with its
   recorded start and duration; ``fwdbwd`` flows pair it with its forward op;
 - the host ops before backward on the step's thread are forward ops; ``Optimizer.step``
@@ -35,10 +37,11 @@ from ..errors import TraceFormatError
 from ..model import (
     DTYPE_BYTES, Abilities, ComputeSource, EdgeKind, Link, Op, OpKind, ReadinessMethod, Tensor, TensorKind, Trace, TraceMeta, VariableOrder,
 )
+from .kineto_ckpt import set_aside
 from .kineto_collectives import collectives, launched_by, launches, pair_runs
 from .kineto_device import DeviceClock, StepClock, step_clock
 from .kineto_step import notes_of, step_info
-from .kineto_events import Event, KinetoEvents, torch_dtype
+from .kineto_events import Event, KinetoEvents, input_shape
 from .kineto_modules import module_scopes, name_by_modules
 from .kineto_names import name_gradients
 from .kineto_fsdp import fsdp_run
@@ -87,19 +90,6 @@ def _pick_step(path: str, steps: list[Step], threads, wanted: Optional[int]) -> 
     return with_grads[-1]
 
 
-def _shape(event: Event) -> tuple[Optional[tuple[int, ...]], Optional[str]]:
-    args = event.args or {}
-    dims, types = args.get("Input Dims"), args.get("Input type")
-    shape = None
-    if isinstance(types, list) and types and types[0] == "":
-        return None, None  # no tensor: the gradient arrived undefined (see _UNDEFINED)
-    if isinstance(dims, list) and dims and isinstance(dims[0], list) \
-            and all(isinstance(d, int) for d in dims[0]):
-        shape = tuple(dims[0])
-    dtype = torch_dtype(types[0]) if isinstance(types, list) and types else None
-    return shape, dtype
-
-
 # An AccumulateGrad whose input is no tensor (``Input Dims [[]]``, ``Input type ['']``):
 # autograd ran the parameter's accumulator with an undefined gradient, as it does when an
 # optimizer fused into backward (TorchRec's FBGEMM embedding tables) updates the parameter
@@ -112,7 +102,7 @@ _UNDEFINED = ("its AccumulateGrad recorded no tensor (Input type ''): the gradie
 def _gradient_tensors(path: str, events: list[Event]) -> list[Tensor]:
     tensors = []
     for k, e in enumerate(events):
-        shape, dtype = _shape(e)
+        shape, dtype = input_shape(e)
         nbytes = None
         if shape is not None and dtype is not None:
             nbytes = math.prod(shape) * DTYPE_BYTES[dtype]
@@ -246,6 +236,8 @@ def build(path: str, ev: KinetoEvents, step_wanted: Optional[int] = None,
     steps = find_steps(path, threads)
     step = _pick_step(path, steps, threads, step_wanted)
     grads = _gradient_events(threads, step)
+    kept, ckpt_note = set_aside(grads, variables, sizes_path or "the sidecar")
+    grads = [grads[k] for k in kept]  # a reentrant backward's leaves that are no parameter: out
     tensors = _gradient_tensors(path, [t.events[i] for t, i in grads])
     device = DeviceClock(ev)
     clocks = [step_clock(device, s.label, s.ts, s.end) for s in steps]
@@ -279,9 +271,11 @@ def build(path: str, ev: KinetoEvents, step_wanted: Optional[int] = None,
     info = step_info(step, steps, clock, window, ops, ran, world.get("world_size"))
     shapes = any(t.shape is not None for t in tensors)
     unrecorded = [t.name for t, (th, i) in zip(tensors, grads)
-                  if t.nbytes is None and _shape(th.events[i])[0] is None and shapes]
+                  if t.nbytes is None and input_shape(th.events[i])[0] is None and shapes]
     which = "the last with a backward pass" if step_wanted is None else "--step"
     notes = notes_of(step, steps, which, clock, world, bool(ran), tensors, unrecorded, note)
+    if ckpt_note:
+        notes.append(ckpt_note)
     if fsdp is not None and fsdp.system == "fsdp1" and variables:
         fsdp = name_units(fsdp, variables, sizes_path or "the sidecar")
     if fsdp is not None:

@@ -24,13 +24,14 @@ from ._jsonstream import iter_trace
 from .kineto_roles import ROLE_OPS, layer_file
 
 __all__ = ["Event", "Flow", "Activity", "KinetoEvents", "read_events", "torch_dtype", "COMM_ARGS",
-           "MODULE_PREFIX"]
+           "MODULE_PREFIX", "DETACH", "input_shape"]
 
 # args kept for the events that need them (collectives, gradient accumulation)
 COMM_ARGS = ("Collective name", "In msg nelems", "Out msg nelems", "dtype", "Group size",
              "Process Group Name", "Seq", "In split size", "Out split size", "Src Rank",
              "Dst Rank")
 _SHAPE_ARGS = ("Input Dims", "Input type")
+DETACH = "aten::detach"  # its shape says what a reentrant backward detached (.kineto_ckpt)
 _DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 _INTEGER_ARGS = ("In msg nelems", "Out msg nelems", "Group size", "Seq", "Src Rank", "Dst Rank")
 MAX_TEXT_ARG = 1 << 16  # a split list or Concrete Inputs entry longer than this is not read
@@ -62,6 +63,22 @@ def torch_dtype(spelling: Any) -> Optional[str]:
     ('bfloat16', 'float32', 'int64')
     """
     return _DTYPES.get(spelling) if isinstance(spelling, str) else None
+
+
+def input_shape(event: "Event") -> tuple[Optional[tuple[int, ...]], Optional[str]]:
+    """The shape and dtype of ``event``'s first input (``Input Dims``, ``Input type``:
+    ``record_shapes=True``), each ``None`` where not recorded; both ``None`` where the
+    input is no tensor (``Input type`` ``''``)."""
+    args = event.args or {}
+    dims, types = args.get("Input Dims"), args.get("Input type")
+    shape = None
+    if isinstance(types, list) and types and types[0] == "":
+        return None, None
+    if isinstance(dims, list) and dims and isinstance(dims[0], list) \
+            and all(isinstance(d, int) for d in dims[0]):
+        shape = tuple(dims[0])
+    dtype = torch_dtype(types[0]) if isinstance(types, list) and types else None
+    return shape, dtype
 
 
 class Event(NamedTuple):
@@ -158,7 +175,7 @@ def _kept_args(name: str, args: Any, path: str, line: int) -> Optional[dict]:
         raise TraceFormatError("\"args\" must be an object", path=path, line=line)
     if "Collective name" in args or name.startswith(("c10d::", "gloo:", "nccl:", "fsdp::")) \
             or name == "record_param_comms" \
-            or "AccumulateGrad" in name or name in ROLE_OPS:
+            or "AccumulateGrad" in name or name in ROLE_OPS or name == DETACH:
         kept = {k: args[k] for k in COMM_ARGS + _SHAPE_ARGS if k in args}
         if name.startswith("c10d::") and "Concrete Inputs" in args:  # splits, peers
             kept["Concrete Inputs"] = args["Concrete Inputs"]

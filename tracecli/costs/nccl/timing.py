@@ -19,9 +19,9 @@ model"). tracecli keeps NCCL's CHOICE exactly and times that choice as it runs
   device.h:75-88, enqueue.cc:2224), LL128 ``120 x 640 x 8 x 8 B`` / 8 = 600 KiB of which 15
   of 16 words are data (device.h:110-115, enqueue.cc:2225); ring all-reduce chunks are
   ``ALLREDUCE_CHUNKSTEPS`` = 4 steps, sliced in ``ALLREDUCE_SLICESTEPS`` = 2
-  (src/include/collectives.h:19-20; src/device/prims_simple.h:183). The pipeline's fill is
-  what NCCL's latency term already charges per step; what the model adds is how many
-  channels carry a SMALL collective: ``enqueue.cc:2070-2096`` drops channels while
+  (src/include/collectives.h:19-20; src/device/prims_simple.h:183). A ring's or a tree's
+  fill is what NCCL's latency term already charges per step (NVLS's is not: the fill
+  below); what the model adds is how many channels carry a SMALL collective: ``enqueue.cc:2070-2096`` drops channels while
   ``nBytes < nChannels x nThreads x threshold`` (thresholds 8 B a thread for LL, x nRanks on
   a ring, 8 for LL128, 64 for Simple: src/include/comm.h:49-51, tuning.cc:587-595; threads
   512 LL and Simple, 640 LL128, tuning.cc:244-257), so a small collective runs on fewer
@@ -32,7 +32,8 @@ model"). tracecli keeps NCCL's CHOICE exactly and times that choice as it runs
   (:mod:`.transports`) actually deliver of it.
 
 So ``time = floor [+ net_floor] + lat · NCCL latency + bw · bytes / (NCCL bandwidth · channels
-used / channels)``, ``lat`` being ``lat_nvls`` where the pick is NVLS or NVLSTree (NCCL's NVLS
+used / channels) + chan · (that term's part from the channels dropped) + fill · fill bytes /
+NCCL bandwidth``, ``lat`` being ``lat_nvls`` where the pick is NVLS or NVLSTree (NCCL's NVLS
 latencies price a multicast, not hops: :func:`features`) and the NVLS bandwidth on sm100 its
 own factor; a training table run by one thread driving several GPUs adds :func:`launch_us`.
 Linear in the fitted constants (:mod:`.fit_time` fits them by least
@@ -88,28 +89,34 @@ class TimeParams:
     bw_nvls_sm100: float = 1.0
     launch: float = 0.0  # µs per more GPU one thread launches (launch_us); 0 in the product
     lat_nvls: float = 1.0  # the factor on NCCL's latency term where the pick is NVLS/NVLSTree
+    fill: float = 0.0  # the factor on the NVLS/NVLSTree pipeline's fill (pipeline.fill_bytes)
+    chan: float = 0.0  # the factor on the bandwidth term's part from channels dropped
 
 
 def features(lat_us: float, bw_gbps: float, nbytes: int, used: int, channels: int,
-             multi_node: bool, nvls_sm100: bool = False, nvls: bool = False
+             multi_node: bool, nvls_sm100: bool = False, nvls: bool = False, fill: int = 0
              ) -> tuple[float, ...]:
     """``(1, multi-node?, latency µs, bandwidth µs, NVLS-on-sm100 bandwidth µs, NVLS latency
-    µs)``: the terms each constant multiplies (the bandwidth term goes to the fifth where the
+    µs, fill µs, channel-reduction µs)``: the terms each constant multiplies (``fill``: the
+    pipeline's fill in bytes, :func:`.pipeline.fill_bytes`; the last term is what running on
+    ``used`` of ``channels`` adds to the bandwidth term) (the bandwidth term goes to the fifth where the
     pick is NVLS or NVLSTree on compute capability 10.0+, the latency term to the last where
     the pick is NVLS or NVLSTree on any: NCCL's NVLS latencies, tuning.cc's NVLS rows of
     ``hwLat``/``baseLat``, price a multicast through the NVSwitch and, for NVLSTree, a tree
     over the network, not a ring's or a tree's hops)."""
     frac = min(1.0, used / channels) if channels > 0 else 1.0
-    bw_us = nbytes / (1000.0 * bw_gbps * frac) if bw_gbps > 0 else 0.0
+    per_byte = 1.0 / (1000.0 * bw_gbps) if bw_gbps > 0 else 0.0
+    bw_us = nbytes * per_byte / frac
     return (1.0, 1.0 if multi_node else 0.0, 0.0 if nvls else lat_us,
             0.0 if nvls_sm100 else bw_us, bw_us if nvls_sm100 else 0.0,
-            lat_us if nvls else 0.0)
+            lat_us if nvls else 0.0, fill * per_byte, bw_us - nbytes * per_byte)
 
 
 def time_us(params: TimeParams, feats: tuple[float, ...]) -> float:
-    one, net, lat, bw, bw_nvls, lat_nvls = feats
+    one, net, lat, bw, bw_nvls, lat_nvls, fill, chan = feats
     return (params.floor * one + params.net_floor * net + params.lat * lat + params.bw * bw
-            + params.bw_nvls_sm100 * bw_nvls + params.lat_nvls * lat_nvls)
+            + params.bw_nvls_sm100 * bw_nvls + params.lat_nvls * lat_nvls + params.fill * fill
+            + params.chan * chan)
 
 
 def launch_us(params: TimeParams, gpus_per_thread: int) -> float:

@@ -386,10 +386,15 @@ def test_the_fill_and_the_channel_factor_are_fitted_within_reason():
     # negative), the channel factor between none of the reduction showing (-bw) and all (0)
     for key, p in fitted.FITTED.items():
         assert 0.2 < p.fill < 1.0 and -0.8 < p.chan < -0.2, key
-        assert p.bw + p.chan > 0, key  # a collective on fewer channels is never faster
+        assert p.bw + min(p.ring_net, 0.0) + p.chan > 0, key  # fewer channels: never faster
+        # a ring on a network: a few per cent faster than the other picks' common factor
+        assert -0.15 < p.ring_net < 0.0, key
     # the terms: fill µs at NCCL's bandwidth; the channel term is what the reduction adds
     f = features(5.0, 100.0, 1 << 20, 4, 16, False, False, True, 3 << 20)
     assert f[6] == pytest.approx(3 * (1 << 20) / 1e5) and f[7] == pytest.approx(3 * f[3] / 4)
+    assert f[8] == 0.0  # the ring's share: a ring on several nodes only
+    assert features(5.0, 100.0, 1 << 20, 16, 16, True, ring=True)[8] == pytest.approx((1 << 20) / 1e5)
+    assert features(5.0, 100.0, 1 << 20, 16, 16, False, ring=True)[8] == 0.0
     # an NVLS pick of a few MiB pays its fill; at 8 GiB it is a few per cent
     m = NcclModel.for_topology("h100", 1, 8, True, 0.0, 0, "2.30.7", None)
     assert m.choice(K.ALL_REDUCE, 8 << 20)[0] == "NVLS"

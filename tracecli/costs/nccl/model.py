@@ -352,9 +352,10 @@ class NcclModel:
             return "NCCL's own times, no launch floor"
         p, cls = hit
         net = f" over {self.link_net}" if self.link_net else ""
+        ring = f" (ring x{p.bw + p.ring_net:.2f})" if self.link_net and p.ring_net else ""
         return (f"timed{net} with constants fitted on public nccl-tests tables ({cls}: "
                 f"{p.floor + p.net_floor:.0f} us floor, latency x{p.lat:.2f} (NVLS "
-                f"x{p.lat_nvls:.2f}), bandwidth x{p.bw:.2f})")
+                f"x{p.lat_nvls:.2f}), bandwidth x{p.bw:.2f}{ring})")
 
     def on(self, gpus: int) -> "NcclModel":
         """The same node shape on ``gpus`` ranks (whole nodes; fewer than a node: one node)."""

@@ -22,7 +22,8 @@ from nccl_training import FIXTURES as TRAINING, TABLES, table_rows
 from tracecli.costs.nccl import fitted
 from tracecli.costs.nccl.fit_time import fit, loco, resolve
 from tracecli.costs.nccl.model import NcclModel
-from tracecli.costs.nccl.timing import channels_used, time_us
+from tracecli.costs.nccl.pipeline import chunk_bytes, fill_bytes, loop_bytes, nvls_channels
+from tracecli.costs.nccl.timing import channels_used, features, time_us
 from tracecli.model import CollectiveKind as K
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
@@ -123,10 +124,16 @@ def test_held_out_goals_on_the_tables_with_small_sizes(held_out):
     # GCP A4 (2 x 8 B200, RoCE), timed as the NCCL 2.26.2 its image builds: within 10 %
     assert _summary(held_out["gcp-a4-2x8-b200-roce"])[0] < 0.10
     # Crusoe 2 x 8 A100 on 8 x 200G InfiniBand, the only A100 InfiniBand table: predicted from
-    # H100/B200 NVLSTree tables and A100 RoCE/EFA ones, within 10 % and 2x (the NVLS latency
-    # factor apart from the ring/tree one: one factor for both made it 24 % and 1.8x slow)
+    # H100/B200 NVLSTree tables and A100 RoCE/EFA ones, within 20 %, and within 2x below 1 MiB
+    # but on the one row its run contradicts (256 KiB: 193 us out of place, 100 in place; the
+    # fitted channel factor times its Ring/LL 91 us): the NVLS latency factor apart from the
+    # ring/tree one (one factor for both made it 24 % and 1.8x slow)
     geo, worst = _summary(held_out["crusoe-a100-2x8-ib"])
-    assert geo < 0.20 and worst < 2.0
+    assert geo < 0.20 and 2.0 < worst < 2.3
+    bad = next(t for t in TABLES if t.name == "crusoe-a100-2x8-ib").contradicted()
+    assert set(bad) == {262144}
+    assert nccl_accuracy.summary([(n, m, p) for n, m, p, _ in held_out["crusoe-a100-2x8-ib"]
+                                  if n not in bad])[1] < 1.5
     # GCP A3 Ultra (2 x 8 H200, RoCE through Google's gIB), all-gather from 1 KiB: RoCE's
     # floor is the verbs family's (the other RoCE tables start at 8 MiB), within 10 % and 2x
     geo, worst = _summary(held_out["gcp-a3ultra-2x8-h200-roce-ag"])
@@ -140,20 +147,21 @@ def test_what_misses_the_goals_is_said_not_hidden(held_out):
         geo, worst = _summary(rows)
         if (geo is not None and geo > 0.20) or (worst is not None and worst > 2.0):
             misses[name] = (geo, worst)
-    assert set(misses) == {"rtx5090-2x1-socket", "dgx-h100-1x8-nvls", "modal-a100-1x8-g8",
+    assert set(misses) == {"rtx5090-2x1-socket", "dgx-h100-1x8-nvls", "crusoe-a100-2x8-ib",
                            "gcp-a3mega-2x8-h100-tcpxo", "gcp-a3high-2x8-h100-tcpx-ag",
                            "lambda-b200-2x8-ib"}
     # the two tables run by one thread driving 8 GPUs (nccl-tests -g 8) teach each other the
-    # launch term: held out, the B300 meets both goals; the Modal A100 meets 2x below 1 MiB and
-    # misses 20 % above (its ring LL128/Simple sizes run 25-36 % slower than NCCL's own model)
-    geo, worst = _summary(held_out["b300-1x8-nvls"])
-    assert geo < 0.20 and worst < 2.0
-    assert 0.20 < misses["modal-a100-1x8-g8"][0] < 0.25 and misses["modal-a100-1x8-g8"][1] < 2.0
-    # DGX H100 and Lambda B200 miss 2x on one row each, a row their own run contradicts
-    # (out-of-place 68 us against 13.5 us in-place at 32 B; 241 against 126 us at 512 KiB):
-    # without it both are within 2x below 1 MiB and 20 % above
+    # launch term: held out, both meet both goals (the Modal A100 since the fitted share of
+    # the channel reduction: its ring LL sizes were timed up to 27 % fast, LL128/Simple 36 %)
+    for name in ("b300-1x8-nvls", "modal-a100-1x8-g8"):
+        geo, worst = _summary(held_out[name])
+        assert geo < 0.20 and worst < 2.0, name
+    # DGX H100, Lambda B200 and Crusoe A100 miss 2x on one row each, a row their own run
+    # contradicts (out-of-place 68 us against 13.5 us in-place at 32 B; 241 against 126 us
+    # at 512 KiB; 193 against 100 us at 256 KiB): without it each is within 2x below 1 MiB
+    # and 20 % above
     by_name = {t.name: t for t in TABLES}
-    for name in ("dgx-h100-1x8-nvls", "lambda-b200-2x8-ib"):
+    for name in ("dgx-h100-1x8-nvls", "lambda-b200-2x8-ib", "crusoe-a100-2x8-ib"):
         bad = by_name[name].contradicted()
         assert len(bad) == 1, name
         geo, worst = nccl_accuracy.summary([(n, m, p) for n, m, p, _ in held_out[name]
@@ -346,3 +354,49 @@ def test_nccl_log_nvls_graph_line_sets_the_nvls_graph(tmp_path):
 def test_geomean_helper():
     assert nccl_accuracy.summary([(1 << 20, 100.0, 110.0), (1 << 21, 100.0, 90.0)])[0] == \
         pytest.approx(math.sqrt(0.1 * 0.1))
+
+
+def test_nvls_chunks_follow_calc_coll_chunking():
+    # enqueue.cc:2262-2288 (the same from v2.18.3-1): NVLS shrinks its 128 KiB chunk to 64, 32,
+    # 16 KiB below 64, 8, 2 loops of channels x heads x chunk; NVLSTree to 256/128/64/32 KiB
+    # below 32/16/4/1, its largest 64 KiB from 4 nodes (nvls.cc:225-227)
+    ops = 16 * 8
+    assert chunk_bytes("NVLS", 64 * ops * 128 * 1024, ops, 1) == 128 * 1024
+    assert chunk_bytes("NVLS", 64 * ops * 128 * 1024 - 1, ops, 1) == 64 * 1024
+    assert chunk_bytes("NVLS", 8 * ops * 64 * 1024 - 1, ops, 1) == 32 * 1024
+    assert chunk_bytes("NVLS", 2 * ops * 32 * 1024 - 1, ops, 1) == 16 * 1024
+    assert chunk_bytes("NVLSTree", 4 * ops * 128 * 1024, ops, 2) == 128 * 1024
+    assert chunk_bytes("NVLSTree", 4 * ops * 128 * 1024 - 1, ops, 2) == 64 * 1024
+    assert chunk_bytes("NVLSTree", ops * 64 * 1024 - 1, ops, 2) == 32 * 1024
+    assert chunk_bytes("NVLSTree", 1 << 34, ops, 4) == 64 * 1024
+    # nvlsChannels: 16 on sm90, 24 on one sm100 node, 32 on several (nvls.cc:155-157, 208-214)
+    assert (nvls_channels(90, 1), nvls_channels(100, 1), nvls_channels(100, 2)) == (16, 24, 32)
+    assert loop_bytes("NVLS", 1 << 30, 16, 1, 8) == 128 * 1024 * 16 * 8
+    # the fill: stages beyond the first (NVLS 2: scatter, reduce/multicast, gather; NVLSTree
+    # adds log2(nodes) tree levels up and down) x one loop, or all the bytes below one loop;
+    # a ring or a tree none
+    assert fill_bytes("NVLS", 1 << 30, 90, 1, 8) == 2 * 16 * 8 * 128 * 1024
+    assert fill_bytes("NVLS", 1 << 20, 90, 1, 8) == 2 << 20
+    assert fill_bytes("NVLSTree", 1 << 30, 90, 4, 8) == (2 + 2 * 2) * 16 * 8 * 64 * 1024
+    assert fill_bytes("Ring", 1 << 30, 90, 2, 8) == fill_bytes("Tree", 1 << 30, 90, 2, 8) == 0
+
+
+def test_the_fill_and_the_channel_factor_are_fitted_within_reason():
+    # one for all classes; the fill a fraction of a loop a stage (pulled toward 0, never
+    # negative), the channel factor between none of the reduction showing (-bw) and all (0)
+    for key, p in fitted.FITTED.items():
+        assert 0.2 < p.fill < 1.0 and -0.8 < p.chan < -0.2, key
+        assert p.bw + min(p.ring_net, 0.0) + p.chan > 0, key  # fewer channels: never faster
+        # a ring on a network: a few per cent faster than the other picks' common factor
+        assert -0.15 < p.ring_net < 0.0, key
+    # the terms: fill µs at NCCL's bandwidth; the channel term is what the reduction adds
+    f = features(5.0, 100.0, 1 << 20, 4, 16, False, False, True, 3 << 20)
+    assert f[6] == pytest.approx(3 * (1 << 20) / 1e5) and f[7] == pytest.approx(3 * f[3] / 4)
+    assert f[8] == 0.0  # the ring's share: a ring on several nodes only
+    assert features(5.0, 100.0, 1 << 20, 16, 16, True, ring=True)[8] == pytest.approx((1 << 20) / 1e5)
+    assert features(5.0, 100.0, 1 << 20, 16, 16, False, ring=True)[8] == 0.0
+    # an NVLS pick of a few MiB pays its fill; at 8 GiB it is a few per cent
+    m = NcclModel.for_topology("h100", 1, 8, True, 0.0, 0, "2.30.7", None)
+    assert m.choice(K.ALL_REDUCE, 8 << 20)[0] == "NVLS"
+    small, big = m.features(K.ALL_REDUCE, 8 << 20), m.features(K.ALL_REDUCE, 8 << 30)
+    assert small[6] > 0.5 * small[3] and big[6] < 0.05 * big[3]

@@ -11,13 +11,16 @@ factors pulled toward 1, NCCL's own numbers), plus its family's share (``verbs``
 transport measured at few sizes stays near its family and a floor is set by small sizes, not
 by one large one; a transport that shares its family has no floor share (:func:`_no_floor`).
 The NVLS latency factor is one for one node and one for all networks; the NVLS-on-sm100
-bandwidth factor and the launch term of a thread driving several GPUs (``Point.gpus_per_thread``,
-:func:`.timing.launch_us`) are one for all. Base constants that would go negative are held at 0.
+bandwidth factor, the NVLS pipeline's fill, the channel-reduction factor, the ring's share on
+a network (:mod:`.timing`) and the launch term of a thread driving several GPUs
+(``Point.gpus_per_thread``, :func:`.timing.launch_us`) are one for all, the fill, the channel
+factor and the ring's share pulled toward 0. Base constants that would go negative are held at 0.
 
 :func:`resolve` answers a transport with its own constants where a table measured it, else its
 family's, else all networks': a transport no table measured is timed from the others.
 
->>> pts = [Point("a", "local", False, (1.0, 0.0, 10.0, n / 100.0, 0.0, 0.0), 30.0 + 2 * n / 100.0)
+>>> pts = [Point("a", "local", False, (1.0, 0.0, 10.0, n / 100.0, 0.0, 0.0, 0.0, 0.0, 0.0),
+...              30.0 + 2 * n / 100.0)
 ...        for n in (100, 1000, 10000, 100000)]
 >>> p = fit(pts)["local"]   # 30 µs of floor and latency, twice NCCL's bandwidth term
 >>> from .timing import time_us
@@ -39,13 +42,17 @@ PRIOR = 0.02  # weight of the pull of each constant toward its prior, in units o
 # trip through a proxy (100 µs), the launch term toward 0 on the scale of one kernel launch (5 µs):
 # a floor is then set by small sizes, not by one large one
 FLOOR_SCALE = {"floor": 10.0, "net_floor": 100.0, "launch": 5.0}
+# the constants one for all classes (timing.TimeParams): floor, NVLS-on-sm100 bandwidth, launch,
+# fill, channel reduction, the ring's share on a network
+GLOBAL = ("floor", "bw_nvls_sm100", "launch", "fill", "chan", "ring_net")
 
 
 class Point(NamedTuple):
     table: str
     net: str          # the transport, or "local" on one node
     multi_node: bool
-    feats: tuple      # (1, multi-node, latency µs, bandwidth µs, NVLS-sm100 µs, NVLS latency µs)
+    feats: tuple      # timing.features: (1, multi-node, latency, bandwidth, NVLS-sm100 bandwidth,
+    #                   NVLS latency, fill, channel reduction, ring on a network), µs
     measured_us: float
     cluster: str = ""  # the cluster measured: loco holds its tables out together (default: table)
     gpus_per_thread: int = 1  # GPUs one thread drove (nccl-tests -g): timing.launch_us
@@ -91,7 +98,7 @@ def fit(points: list[Point]) -> dict[str, TimeParams]:
     Returns ``{"local", "network", "<family>", "<net>": TimeParams}``: a family's constants
     are ``network`` + its family's share, a transport's add its own share."""
     groups = sorted({g for p in points for g in _terms(p.net)})
-    names = ["floor", "bw_nvls_sm100", "launch"] + [f"{k}|{g}" for g in groups
+    names = list(GLOBAL) + [f"{k}|{g}" for g in groups
                                                     for k in ("net_floor", "lat", "bw")
                                                     if not (k == "net_floor" and _no_floor(g))]
     names += [f"lat_nvls|{g}" for g in ("local", "network") if g in groups]
@@ -102,10 +109,9 @@ def fit(points: list[Point]) -> dict[str, TimeParams]:
     rows = []
     for p in points:
         x = [0.0] * len(names)
-        one, multi, lat, bw, bw_nvls, lat_nvls = p.feats
-        x[idx["floor"]] = one / p.measured_us
-        x[idx["bw_nvls_sm100"]] = bw_nvls / p.measured_us
-        x[idx["launch"]] = max(0, p.gpus_per_thread - 1) / p.measured_us
+        one, multi, lat, bw, bw_nvls, lat_nvls, fill, chan, ring = p.feats
+        for k, f in zip(GLOBAL, (one, bw_nvls, max(0, p.gpus_per_thread - 1), fill, chan, ring)):
+            x[idx[k]] = f / p.measured_us
         for g in _terms(p.net):
             if f"net_floor|{g}" in idx:
                 x[idx[f"net_floor|{g}"]] = multi / p.measured_us
@@ -122,13 +128,14 @@ def fit(points: list[Point]) -> dict[str, TimeParams]:
         x[idx[n]] = 1.0 / FLOOR_SCALE.get(kind, 1.0)
         rows.append((x, 1.0 if base else 0.0, PRIOR))
     theta = _nonnegative_lstsq(rows, len(names), {i for n, i in idx.items() if n in (
-        "floor", "bw_nvls_sm100", "launch") or n.endswith(("|local", "|network"))})
+        "floor", "bw_nvls_sm100", "launch", "fill") or n.endswith(("|local", "|network"))})
     nvls, launch = theta[idx["bw_nvls_sm100"]], theta[idx["launch"]]
+    fill, chan, ring = theta[idx["fill"]], theta[idx["chan"]], theta[idx["ring_net"]]
     val = lambda k, g: theta[idx[f"{k}|{g}"]] if f"{k}|{g}" in idx else 0.0  # noqa: E731
     out = {}
     if "local" in groups:
         out["local"] = TimeParams(theta[0], 0.0, val("lat", "local"), val("bw", "local"), nvls,
-                                  launch, max(0.0, val("lat_nvls", "local")))
+                                  launch, max(0.0, val("lat_nvls", "local")), fill, chan, ring)
     for g in groups:
         if g == "local":
             continue
@@ -138,7 +145,7 @@ def fit(points: list[Point]) -> dict[str, TimeParams]:
         out[key] = TimeParams(theta[0], max(0.0, sum(val("net_floor", c) for c in chain)),
                               max(0.0, sum(val("lat", c) for c in chain)),
                               max(0.0, sum(val("bw", c) for c in chain)), nvls, launch,
-                              max(0.0, val("lat_nvls", "network")))
+                              max(0.0, val("lat_nvls", "network")), fill, chan, ring)
     return out
 
 

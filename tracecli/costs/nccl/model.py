@@ -38,6 +38,7 @@ from .graph import GPUS, MESH_GPUS, search_graphs, tree_pattern_is_tree
 from .nvls import search_nvls
 from .platforms import PLATFORMS
 from .fit_time import resolve
+from .pipeline import fill_bytes
 from .timing import TimeParams, channels_used, features, launch_us, time_us
 from .transports import DEFAULT_NET, NETS, nccl_nics, plugin_latency
 from .tuning import ALGOS, FUNCS, NO_GRAPH, PROTOS, AlgoGraph, Comm, algo_terms, best, tune
@@ -187,7 +188,7 @@ class NcclModel:
         """The time model's terms of NCCL's pick for ``charged`` bytes (timing.features)."""
         a, p, _ = self.pick(kind, charged)
         if a == "none":
-            return 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
+            return 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
         # the pick is NCCL's (with the latency the network reports), its time is not: a
         # plugin's reported latency is a knob for NCCL's choice (aws-ofi-nccl chose 75 us
         # because "NCCL's internal tuner choices work better with this value",
@@ -198,8 +199,10 @@ class NcclModel:
         used = channels_used(a, p, charged, comm.channels, comm.n_ranks,
                              self.ring.n_channels * self.ring.bw_intra)
         nvls = a in ("NVLS", "NVLSTree")
+        fill = fill_bytes(a, charged, self.compcap, self.topology.nodes,
+                          self.nvls.n_channels) if nvls and self.nvls is not None else 0
         return features(lat, bw, charged, used, comm.channels, self.topology.nodes > 1,
-                        nvls and self.compcap >= 100, nvls)
+                        nvls and self.compcap >= 100, nvls, fill, a == "Ring")
 
     def time_params(self) -> Optional[tuple[TimeParams, str]]:
         """The fitted constants that time this topology, with their class (fitted.py)."""
@@ -274,8 +277,12 @@ class NcclModel:
                     # a bound under every pick: the smaller factor where NVLS has its own
                     k_lat = min(p.lat, p.lat_nvls)
                     k_bw = min(p.bw, p.bw_nvls_sm100) if self.compcap >= 100 else p.bw
+                    ring = p.ring_net if self.topology.nodes > 1 else 0.0
+                    k_bw = min(k_bw, p.bw + ring)
+                    # the fill adds time; the channel term takes at most chan of bw back
                     line = Linear(fixed + k_lat * lat, k_bw * per_byte) \
-                        if min(p.floor, p.net_floor, k_lat, k_bw) >= 0 else line
+                        if min(p.floor, p.net_floor, k_lat, k_bw, p.fill,
+                               p.bw + min(ring, 0.0) + p.chan) >= 0 else line
                 else:
                     line = Linear(lat, per_byte)
                 line = Linear(0.999 * line.latency_ms / 1000.0, 0.999 * line.ms_per_byte / 1000.0)
@@ -353,9 +360,10 @@ class NcclModel:
             return "NCCL's own times, no launch floor"
         p, cls = hit
         net = f" over {self.link_net}" if self.link_net else ""
+        ring = f" (ring x{p.bw + p.ring_net:.2f})" if self.link_net and p.ring_net else ""
         return (f"timed{net} with constants fitted on public nccl-tests tables ({cls}: "
                 f"{p.floor + p.net_floor:.0f} us floor, latency x{p.lat:.2f} (NVLS "
-                f"x{p.lat_nvls:.2f}), bandwidth x{p.bw:.2f})")
+                f"x{p.lat_nvls:.2f}), bandwidth x{p.bw:.2f}{ring})")
 
     def on(self, gpus: int) -> "NcclModel":
         """The same node shape on ``gpus`` ranks (whole nodes; fewer than a node: one node)."""

@@ -19,20 +19,41 @@ model"). tracecli keeps NCCL's CHOICE exactly and times that choice as it runs
   device.h:75-88, enqueue.cc:2224), LL128 ``120 x 640 x 8 x 8 B`` / 8 = 600 KiB of which 15
   of 16 words are data (device.h:110-115, enqueue.cc:2225); ring all-reduce chunks are
   ``ALLREDUCE_CHUNKSTEPS`` = 4 steps, sliced in ``ALLREDUCE_SLICESTEPS`` = 2
-  (src/include/collectives.h:19-20; src/device/prims_simple.h:183). The pipeline's fill is
-  what NCCL's latency term already charges per step; what the model adds is how many
-  channels carry a SMALL collective: ``enqueue.cc:2070-2096`` drops channels while
-  ``nBytes < nChannels x nThreads x threshold`` (thresholds 8 B a thread for LL, x nRanks on
-  a ring, 8 for LL128, 64 for Simple: src/include/comm.h:49-51, tuning.cc:587-595; threads
-  512 LL and Simple, 640 LL128, tuning.cc:244-257), so a small collective runs on fewer
-  channels than NCCL's bandwidth assumes (:func:`channels_used`).
+  (src/include/collectives.h:19-20; src/device/prims_simple.h:183). A ring's or a tree's
+  fill is what NCCL's latency term already charges per step (NVLS's is not: the fill
+  below); what the model adds is how many channels carry a SMALL collective:
+  ``enqueue.cc:2070-2096`` drops channels while ``nBytes < nChannels x nThreads x threshold``
+  (thresholds 8 B a thread for LL, x nRanks on a ring, 8 for LL128, 64 for Simple:
+  src/include/comm.h:49-51, tuning.cc:587-595; threads 512 LL and Simple, 640 LL128,
+  tuning.cc:244-257), so a small collective runs on fewer channels than NCCL's bandwidth
+  assumes (:func:`channels_used`). Not all of that shows: the channels left run faster than
+  their share of the links (NCCL's per-channel bandwidth is the links' split over ALL
+  channels, tuning.cc:306-323, while a channel is one SM's copy loop), so how much of the
+  reduction costs is FITTED (``chan``, one for all classes: the factor on the part of the
+  bandwidth term the reduction adds; 0 where all of it shows, ``-bw`` where none does, as
+  in NCCL's own model, which prices every channel).
+- **the fill** (:mod:`.pipeline`): NVLS and NVLSTree run each chunk through stages (scatter,
+  reduce and multicast, the network tree, gather) whose first loop fills the pipeline; NCCL
+  shrinks the chunk at mid sizes (enqueue.cc:2262-2288), so a collective of a few MiB pays
+  ``stages x min(bytes, loop)`` more at NCCL's bandwidth; the fraction of it that shows is
+  FITTED (``fill``, one for all classes).
+- **the ring on a network**: NCCL's bandwidth carries per-(algorithm, protocol) factors of its
+  own (ring LL 1/2, ring LL128 0.92, tree 0.92, tree LL 1/3.8, tree LL128 120/128, a tree graph
+  of pattern TREE 0.85: tuning.cc:326-333), ranking constants like its latencies. Its
+  algorithms also cross the network differently: on two nodes it prices every algorithm at
+  the graph's intra-node speed (``bw = nNodes <= 2 ? bwIntra : bwInter``, tuning.cc:306) and
+  NVLSTree at twice the inter-node one (tuning.cc:318), where a ring's graph has the two equal
+  and a tree's often does not. How much faster a ring runs on a network than the other
+  algorithms' common factor says is FITTED (``ring_net``, one for all networks, pulled toward
+  0).
 - **the bandwidth**: NCCL's algorithm bandwidth for the pair (the graph's per-channel speed x
   channels, per protocol: LL 1/2, LL128 0.92, tuning.cc:330-352), divided by a FITTED
   efficiency per link class (``bw``): what NVLink, NVLS, and each network transport
   (:mod:`.transports`) actually deliver of it.
 
 So ``time = floor [+ net_floor] + lat · NCCL latency + bw · bytes / (NCCL bandwidth · channels
-used / channels)``, ``lat`` being ``lat_nvls`` where the pick is NVLS or NVLSTree (NCCL's NVLS
+used / channels) + chan · (that term's part from the channels dropped) + fill · fill bytes /
+NCCL bandwidth [+ ring_net · the bandwidth term, a ring on several nodes]``, ``lat`` being ``lat_nvls`` where the pick is NVLS or NVLSTree (NCCL's NVLS
 latencies price a multicast, not hops: :func:`features`) and the NVLS bandwidth on sm100 its
 own factor; a training table run by one thread driving several GPUs adds :func:`launch_us`.
 Linear in the fitted constants (:mod:`.fit_time` fits them by least
@@ -88,28 +109,38 @@ class TimeParams:
     bw_nvls_sm100: float = 1.0
     launch: float = 0.0  # µs per more GPU one thread launches (launch_us); 0 in the product
     lat_nvls: float = 1.0  # the factor on NCCL's latency term where the pick is NVLS/NVLSTree
+    fill: float = 0.0  # the factor on the NVLS/NVLSTree pipeline's fill (pipeline.fill_bytes)
+    chan: float = 0.0  # the factor on the bandwidth term's part from channels dropped
+    ring_net: float = 0.0  # added to bw where the pick is a ring on several nodes
 
 
 def features(lat_us: float, bw_gbps: float, nbytes: int, used: int, channels: int,
-             multi_node: bool, nvls_sm100: bool = False, nvls: bool = False
-             ) -> tuple[float, ...]:
+             multi_node: bool, nvls_sm100: bool = False, nvls: bool = False, fill: int = 0,
+             ring: bool = False) -> tuple[float, ...]:
     """``(1, multi-node?, latency µs, bandwidth µs, NVLS-on-sm100 bandwidth µs, NVLS latency
-    µs)``: the terms each constant multiplies (the bandwidth term goes to the fifth where the
+    µs, fill µs, channel-reduction µs, ring-on-a-network µs)``: the terms each constant
+    multiplies (``fill``: the
+    pipeline's fill in bytes, :func:`.pipeline.fill_bytes`; the last term is what running on
+    ``used`` of ``channels`` adds to the bandwidth term; the last, the bandwidth term again
+    where the pick is a ring, ``ring``, on several nodes) (the bandwidth term goes to the fifth where the
     pick is NVLS or NVLSTree on compute capability 10.0+, the latency term to the last where
     the pick is NVLS or NVLSTree on any: NCCL's NVLS latencies, tuning.cc's NVLS rows of
     ``hwLat``/``baseLat``, price a multicast through the NVSwitch and, for NVLSTree, a tree
     over the network, not a ring's or a tree's hops)."""
     frac = min(1.0, used / channels) if channels > 0 else 1.0
-    bw_us = nbytes / (1000.0 * bw_gbps * frac) if bw_gbps > 0 else 0.0
+    per_byte = 1.0 / (1000.0 * bw_gbps) if bw_gbps > 0 else 0.0
+    bw_us = nbytes * per_byte / frac
     return (1.0, 1.0 if multi_node else 0.0, 0.0 if nvls else lat_us,
             0.0 if nvls_sm100 else bw_us, bw_us if nvls_sm100 else 0.0,
-            lat_us if nvls else 0.0)
+            lat_us if nvls else 0.0, fill * per_byte, bw_us - nbytes * per_byte,
+            bw_us if ring and multi_node else 0.0)
 
 
 def time_us(params: TimeParams, feats: tuple[float, ...]) -> float:
-    one, net, lat, bw, bw_nvls, lat_nvls = feats
+    one, net, lat, bw, bw_nvls, lat_nvls, fill, chan, ring = feats
     return (params.floor * one + params.net_floor * net + params.lat * lat + params.bw * bw
-            + params.bw_nvls_sm100 * bw_nvls + params.lat_nvls * lat_nvls)
+            + params.bw_nvls_sm100 * bw_nvls + params.lat_nvls * lat_nvls + params.fill * fill
+            + params.chan * chan + params.ring_net * ring)
 
 
 def launch_us(params: TimeParams, gpus_per_thread: int) -> float:

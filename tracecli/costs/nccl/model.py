@@ -38,6 +38,7 @@ from .graph import GPUS, search_graphs, tree_pattern_is_tree
 from .nvls import search_nvls
 from .platforms import PLATFORMS
 from .fit_time import resolve
+from .forced import disable
 from .timing import TimeParams, channels_used, features, launch_us, time_us
 from .transports import DEFAULT_NET, NETS, nccl_nics, plugin_latency
 from .tuning import ALGOS, FUNCS, NO_GRAPH, PROTOS, AlgoGraph, Comm, algo_terms, best, tune
@@ -74,6 +75,11 @@ class NcclModel:
     net: Optional[str] = None  # the network transport (transports.py); None on one node
     net_latency: Optional[float] = None  # µs the network reports to NCCL (None: the transport's)
     nic_devices: Optional[int] = None  # network devices NCCL sees a node (transports.nccl_nics)
+    # forced by the environment (forced.py): NCCL_ALGO / NCCL_PROTO (None: all NCCL enables)
+    # and NCCL_MIN/MAX_NCHANNELS (comm->nChannels; 0: NCCL's own)
+    algos: Optional[tuple[str, ...]] = None
+    protos: Optional[tuple[str, ...]] = None
+    comm_channels: int = 0
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -141,8 +147,10 @@ class NcclModel:
                                 for g in (self.ring, self.tree, self.nvls))
             comm = Comm(t.ranks, t.nodes, self.compcap, ring, tree, cpu=self.cpu,
                         tree_pattern_tree=self.tree_pattern_tree,
-                        nvls=nvls or NO_GRAPH, nvls_support=nvls is not None)
-            self._cache[key] = tune(comm, constants_for(self.version))
+                        nvls=nvls or NO_GRAPH, nvls_support=nvls is not None,
+                        comm_channels=self.comm_channels)
+            self._cache[key] = disable(tune(comm, constants_for(self.version)), self.algos,
+                                       self.protos)
         return self._cache[key]
 
     def _func(self, kind: CollectiveKind) -> str:

@@ -40,7 +40,7 @@ def points() -> tuple[list[Point], dict[str, list[tuple[int, float, float, str]]
     """The training points, and per table ``(bytes, measured, NCCL's own µs, pick)``."""
     pts, before = [], {}
     for t in TABLES:
-        m = t.model()
+        m = t.nccl()
         for n, us in t.points():
             pts.append(Point(t.name, t.net or "local", t.multi_node, m.features(t.kind, n), us,
                              t.group, t.gpus_per_thread))

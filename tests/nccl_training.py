@@ -19,18 +19,20 @@ error or a table of another rank count fails here, not in the fit).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
 from tracecli.costs.collectives import kind_cost
+from tracecli.costs.nccl.forced import restrict
 from tracecli.costs.nccl.model import NcclModel
 from tracecli.costs.nccl.nccl_tests import TYPE_BYTES
 from tracecli.costs.nccl.tuning import AlgoGraph
 from tracecli.costs.topology import Topology
 from tracecli.model import CollectiveKind
 
-__all__ = ["TrainingTable", "TABLES", "FIXTURES", "b300_rows", "table_rows", "inplace_rows"]
+__all__ = ["TrainingTable", "TABLES", "FIXTURES", "b300_rows", "busbw_rows", "table_rows", "inplace_rows"]
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "nccl"
 _UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
@@ -47,13 +49,21 @@ class TrainingTable:
     source: str
     cluster: str = ""       # leave-one-cluster-out group (default: the table alone)
     gpus_per_thread: int = 1  # nccl-tests -g: GPUs one thread drove (timing.launch_us)
+    # NCCL settings the run forced (NCCL_ALGO, NCCL_PROTO, NCCL_MIN/MAX_NCHANNELS), as its
+    # source states them: the model is restricted to them (tracecli/costs/nccl/forced.py)
+    forced: tuple[tuple[str, str], ...] = ()
+
+    def nccl(self) -> NcclModel:
+        """The table's NCCL model: its topology, restricted to what the run forced."""
+        return restrict(self.model(), dict(self.forced)) if self.forced else self.model()
 
     def points(self) -> list[tuple[int, float]]:
         """``(bytes, measured µs)`` per size, ascending."""
         path = FIXTURES / self.fixture
         if self.fixture.endswith(".md"):
-            return sorted((n, us) for n, (_, us) in b300_rows(path).items())
-        return table_rows(path, self.kind, self.model().gpus)
+            rows = b300_rows(path) or busbw_rows(path, self.kind, self.nccl().gpus)
+            return sorted((n, us) for n, (_, us) in rows.items())
+        return table_rows(path, self.kind, self.nccl().gpus)
 
     def contradicted(self, factor: float = 1.5) -> dict[int, tuple[float, float]]:
         """``{bytes: (out-of-place µs, in-place µs)}`` of the rows whose two times, measured in
@@ -85,6 +95,30 @@ def b300_rows(path: Path) -> dict[int, tuple[float, float]]:
             if not busbw > 0:
                 raise ValueError(f"{path}: busbw {cells[2]} is not positive")
             rows[nbytes] = (busbw, nbytes * 2 * 7 / 8 / (busbw * 1e3))
+    return rows
+
+
+_SPACED_UNITS = {"B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30}
+
+
+def busbw_rows(path: Path, kind: CollectiveKind, ranks: int,
+               least: float = 1.0) -> dict[int, tuple[float, float]]:
+    """A Markdown table of busbw per size (``| 1 MB | 1.33 | ...``, sizes in nccl-tests' binary
+    units): ``{bytes: (busbw GB/s, µs)}``, µs = bytes x the bus factor of ``kind`` on ``ranks``
+    / busbw. Rows under ``least`` GB/s are left out: printed to 2 decimals, their time is
+    known to no better than 0.5% (0.01 GB/s is anything from 0.005 to 0.015)."""
+    factor = kind_cost(kind).bus(ranks)
+    rows = {}
+    for line in path.read_text().splitlines():
+        cells = [c.strip() for c in line.split("|")]
+        size = cells[1].split() if len(cells) > 3 else []
+        if len(size) != 2 or not size[0].isdigit() or size[1] not in _SPACED_UNITS:
+            continue
+        nbytes, busbw = int(size[0]) * _SPACED_UNITS[size[1]], float(cells[2])
+        if not (math.isfinite(busbw) and busbw >= 0):
+            raise ValueError(f"{path}: busbw {cells[2]} is not a bandwidth")
+        if busbw >= least:
+            rows[nbytes] = (busbw, nbytes * factor / (busbw * 1e3))
     return rows
 
 
@@ -205,4 +239,14 @@ TABLES: tuple[TrainingTable, ...] = (
     TrainingTable("gcp-a3mega-2x8-h100-tcpxo-ag", "dstack_gcp_a3mega_h100_2x8_tcpxo_all_gather_perf.txt",
                   AG, "tcpxo", _topo("h100", 2, 8, 1600.0, 8, "2.30.7", "tcpxo"), DSTACK + "gcp.md",
                   "gcp-a3mega"),
+    TrainingTable("google-a3high-2x8-h100-tcpx", "google_a3high_h100_2x8_tcpx_all_reduce_perf.txt",
+                  AR, "tcpx", _topo("h100", 2, 8, 800.0, 4, "2.18.5", "tcpx"),
+                  "GoogleCloudPlatform/ai-infra-cluster-provisioning sample_workloads/nccltest/README.md",
+                  forced=(("NCCL_ALGO", "Ring"), ("NCCL_PROTO", "Simple"),
+                          ("NCCL_MIN_NCHANNELS", "12"), ("NCCL_MAX_NCHANNELS", "12"))),
+    TrainingTable("skypilot-a3high-2x8-h100-tcpx", "skypilot_gcp_a3high_h100_2x8_tcpx_all_reduce_busbw.md",
+                  AR, "tcpx", _topo("h100", 2, 8, 800.0, 4, "2.19.3", "tcpx"),
+                  "skypilot-org/skypilot examples/gcp_gpu_direct_tcpx/README.md",
+                  forced=(("NCCL_ALGO", "Ring"), ("NCCL_PROTO", "Simple"),
+                          ("NCCL_MIN_NCHANNELS", "8"), ("NCCL_MAX_NCHANNELS", "8"))),
 )

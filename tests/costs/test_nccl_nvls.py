@@ -110,3 +110,13 @@ def test_an_nvlink_mesh_of_more_than_four_gpus_is_refused():
     from tracecli.errors import CostModelError
     with pytest.raises(CostModelError, match="4 GPUs at most"):
         NcclModel.for_topology("h100", 1, 8, False, 0, 0, version="2.30.7", mesh=True)
+
+
+def test_an_nvlink_mesh_stays_one_on_more_nodes():
+    """``on`` (plans at other scales) rebuilds the graphs for the node count: a mesh stays a
+    mesh, never an NVSwitch with NVLS."""
+    two = NcclModel.for_topology("h100", 2, 4, False, 800, 4, version="2.30.7", mesh=True)
+    four = two.on(16)
+    assert (four.topology.nodes, four.intra, four.nvls) == (4, "nvlink", None)
+    alps = NcclModel.for_platform("cscs-alps-gh200", 2, version="2.30.7").on(32)
+    assert (alps.topology.nodes, alps.intra, alps.nvls) == (8, "nvlink", None)

@@ -38,7 +38,9 @@ from .graph import GPUS, MESH_GPUS, search_graphs, tree_pattern_is_tree
 from .nvls import search_nvls
 from .platforms import PLATFORMS
 from .fit_time import resolve
+from .forced import disable
 from .pipeline import fill_bytes
+from .report import summary_of
 from .timing import TimeParams, channels_used, features, launch_us, time_us
 from .transports import DEFAULT_NET, NETS, nccl_nics, plugin_latency
 from .tuning import ALGOS, FUNCS, NO_GRAPH, PROTOS, AlgoGraph, Comm, algo_terms, best, tune
@@ -75,6 +77,11 @@ class NcclModel:
     net: Optional[str] = None  # the network transport (transports.py); None on one node
     net_latency: Optional[float] = None  # µs the network reports to NCCL (None: the transport's)
     nic_devices: Optional[int] = None  # network devices NCCL sees a node (transports.nccl_nics)
+    # forced by the environment (forced.py): NCCL_ALGO / NCCL_PROTO (None: all NCCL enables)
+    # and NCCL_MIN/MAX_NCHANNELS (comm->nChannels; 0: NCCL's own)
+    algos: Optional[tuple[str, ...]] = None
+    protos: Optional[tuple[str, ...]] = None
+    comm_channels: int = 0
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -149,8 +156,10 @@ class NcclModel:
                                 for g in (self.ring, self.tree, self.nvls))
             comm = Comm(t.ranks, t.nodes, self.compcap, ring, tree, cpu=self.cpu,
                         tree_pattern_tree=self.tree_pattern_tree,
-                        nvls=nvls or NO_GRAPH, nvls_support=nvls is not None)
-            self._cache[key] = tune(comm, constants_for(self.version))
+                        nvls=nvls or NO_GRAPH, nvls_support=nvls is not None,
+                        comm_channels=self.comm_channels)
+            self._cache[key] = disable(tune(comm, constants_for(self.version)), self.algos,
+                                       self.protos)
         return self._cache[key]
 
     def _func(self, kind: CollectiveKind) -> str:
@@ -339,31 +348,7 @@ class NcclModel:
 
     def summary(self) -> str:
         """One line: what the model is and where its figures come from."""
-        t, r = self.topology, self.ring
-        fabric = {"nvswitch": " on NVSwitch", "nvlink": " on NVLink (no switch)",
-                  "pcie": " on PCIe"}.get(self.intra, "") \
-            if t.gpus_per_node > 1 else ""
-        net = (f", {self.nic_gbps:g} Gb/s per node over {self.nics} NIC"
-               f"{'s' if self.nics != 1 else ''}" if self.nic_gbps else "")
-        if self.nic_devices is not None and self.nics:
-            net += f" (NCCL sees {self.nic_devices}: {nccl_nics(self.nics, t.gpus_per_node, self.link_net, self.version)[1]})"
-        if self.plugin_latency_us:
-            net += f"; the network reports {self.plugin_latency_us:g} us of latency to NCCL"
-        return (f"{self.name}: NCCL {self.version}'s own model ({constants_for(self.version).tag} "
-                f"constants) of {t.nodes} x {t.gpus_per_node} {self.device or 'GPUs'}{fabric}{net}; "
-                f"ring graph {r.n_channels} channels x {r.bw_intra:g}/{r.bw_inter:g} GB/s "
-                f"({self.graph_source}); {self._timed()}")
-
-    def _timed(self) -> str:
-        hit = self.time_params()
-        if hit is None:
-            return "NCCL's own times, no launch floor"
-        p, cls = hit
-        net = f" over {self.link_net}" if self.link_net else ""
-        ring = f" (ring x{p.bw + p.ring_net:.2f})" if self.link_net and p.ring_net else ""
-        return (f"timed{net} with constants fitted on public nccl-tests tables ({cls}: "
-                f"{p.floor + p.net_floor:.0f} us floor, latency x{p.lat:.2f} (NVLS "
-                f"x{p.lat_nvls:.2f}), bandwidth x{p.bw:.2f}{ring})")
+        return summary_of(self)
 
     def on(self, gpus: int) -> "NcclModel":
         """The same node shape on ``gpus`` ranks (whole nodes; fewer than a node: one node)."""
@@ -380,8 +365,9 @@ class NcclModel:
         network = topo.nodes == 1 or (self.nic_gbps and self.nics)
         if self.graph_source == ESTIMATED and self.device in GPUS and network:
             m = NcclModel.for_topology(self.device, topo.nodes, topo.gpus_per_node,
-                                       self.intra != "pcie", self.nic_gbps or 0.0, self.nics or 0,
-                                       self.version, self.net)
+                                       self.intra == "nvswitch", self.nic_gbps or 0.0,
+                                       self.nics or 0, self.version, self.net,
+                                       mesh=self.intra == "nvlink")
             return replace(m, name=self.name, cpu=self.cpu, nic_gbps=self.nic_gbps, nics=self.nics,
                            net=self.net, net_latency=self.net_latency)
         return replace(self, topology=topo, _cache={})  # a log's graph: as NCCL printed it

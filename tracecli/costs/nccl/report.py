@@ -1,0 +1,45 @@
+"""What an NCCL model says of itself in one line: the topology, the graph and where it came
+from, and the fitted constants that time it (``collective``'s and plans' ``cost model:`` line)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .transports import nccl_nics
+from .versions import constants_for
+
+if TYPE_CHECKING:
+    from .model import NcclModel
+
+__all__ = ["summary_of"]
+
+
+def summary_of(self: "NcclModel") -> str:
+    """One line: what the model is and where its figures come from."""
+    t, r = self.topology, self.ring
+    fabric = {"nvswitch": " on NVSwitch", "nvlink": " on NVLink (no switch)",
+              "pcie": " on PCIe"}.get(self.intra, "") \
+        if t.gpus_per_node > 1 else ""
+    net = (f", {self.nic_gbps:g} Gb/s per node over {self.nics} NIC"
+           f"{'s' if self.nics != 1 else ''}" if self.nic_gbps else "")
+    if self.nic_devices is not None and self.nics:
+        net += f" (NCCL sees {self.nic_devices}: {nccl_nics(self.nics, t.gpus_per_node, self.link_net, self.version)[1]})"
+    if self.plugin_latency_us:
+        net += f"; the network reports {self.plugin_latency_us:g} us of latency to NCCL"
+    return (f"{self.name}: NCCL {self.version}'s own model ({constants_for(self.version).tag} "
+            f"constants) of {t.nodes} x {t.gpus_per_node} {self.device or 'GPUs'}{fabric}{net}; "
+            f"ring graph {r.n_channels} channels x {r.bw_intra:g}/{r.bw_inter:g} GB/s "
+            f"({self.graph_source}); {_timed(self)}")
+
+
+def _timed(self: "NcclModel") -> str:
+    """How the choice is timed: the transport and the fitted constants."""
+    hit = self.time_params()
+    if hit is None:
+        return "NCCL's own times, no launch floor"
+    p, cls = hit
+    net = f" over {self.link_net}" if self.link_net else ""
+    ring = f" (ring x{p.bw + p.ring_net:.2f})" if self.link_net and p.ring_net else ""
+    return (f"timed{net} with constants fitted on public nccl-tests tables ({cls}: "
+            f"{p.floor + p.net_floor:.0f} us floor, latency x{p.lat:.2f} (NVLS "
+            f"x{p.lat_nvls:.2f}), bandwidth x{p.bw:.2f}{ring})")

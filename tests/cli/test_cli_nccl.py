@@ -104,6 +104,12 @@ def test_intra_nvlink_is_a_mesh_without_nvls():
     assert (alps["gpus"], alps["device"], alps["intra"], alps["net"], alps["nic_gbps"]) == (8, "gh200", "nvlink", "ofi", 800.0)
     assert_error(run("collective", "allreduce", "--gpus-per-node", "8", "--intra", "nvlink"),
                  "tracecli collective", "4 GPUs at most")
+    # NCCL's own graph from a log stands for a larger mesh
+    logged = jdoc("collective", "allreduce", "--nccl-log", FIXTURES / "nccl" / "nccl_tests_350_a100pcie_2x1_graph.log",
+                  "--intra", "nvlink", "--nodes", "1", "--gpus-per-node", "8", "--device", "a100",
+                  "--sizes", "1M")["topology"]
+    assert (logged["intra"], logged["graph"]["nvls"]) == ("nvlink", None)
+    assert logged["graph"]["source"].startswith("NCCL's own graph")
 
 
 # --- --nccl-tests as a cost source ---------------------------------------------------------

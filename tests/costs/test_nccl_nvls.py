@@ -120,3 +120,29 @@ def test_an_nvlink_mesh_stays_one_on_more_nodes():
     assert (four.topology.nodes, four.intra, four.nvls) == (4, "nvlink", None)
     alps = NcclModel.for_platform("cscs-alps-gh200", 2, version="2.30.7").on(32)
     assert (alps.topology.nodes, alps.intra, alps.nvls) == (8, "nvlink", None)
+
+
+def test_fewer_gpus_of_a_mesh_board_use_fewer_links():
+    """2 or 3 GPUs of a 4-GPU NVLink board have one or two of its links (a third of a GPU's
+    lanes each), not all of its lanes as on an NVSwitch."""
+    total = {g: (lambda r: r.n_channels * r.bw_intra)(
+        NcclModel.for_topology("h100", 1, g, False, 0, 0, version="2.30.7", mesh=True).ring)
+        for g in (2, 3, 4)}
+    lane = 18 * 20.6 / 3
+    assert total[2] <= lane and lane < total[3] <= 2 * lane and 2 * lane < total[4]
+    alps = NcclModel.for_platform("cscs-alps-gh200", 1, version="2.30.7").on(2)
+    assert alps.ring.n_channels * alps.ring.bw_intra == total[2]
+
+
+def test_on_keeps_what_the_user_changed_of_a_platform():
+    """Plans at other scales (FSDP groups, replays) rebuild the graphs: a platform whose fabric
+    or network the user changed keeps the change, not the platform's defaults."""
+    from tracecli.costs.nccl.request import TopologyRequest, topology_model
+    pcie = topology_model(TopologyRequest(platform="dgx-h100", nodes=2, intra="pcie", nccl="2.30.7"))[0]
+    assert (pcie.on(32).intra, pcie.on(32).ring.nvlink) == ("pcie", False)
+    wide = topology_model(TopologyRequest(platform="cscs-alps-gh200", nodes=2, nic_gbps=1600, nccl="2.30.7"))[0]
+    assert (wide.on(16).nic_gbps, wide.on(16).intra) == (1600, "nvlink")
+    switch = topology_model(TopologyRequest(platform="cscs-alps-gh200", nodes=2, intra="nvswitch", nccl="2.30.7"))[0]
+    assert switch.on(16).intra == "nvswitch"
+    plain = topology_model(TopologyRequest(platform="dgx-h100", nodes=2, nccl="2.30.7"))[0]
+    assert plain.on(64).ring == NcclModel.for_platform("dgx-h100", 8, version="2.30.7").ring

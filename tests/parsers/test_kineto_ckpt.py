@@ -162,3 +162,15 @@ def test_a_detach_with_bad_dims_is_one_line(tmp_path):
     path.write_text('{"traceEvents": [\n' + ",\n".join(json.dumps(e) for e in events) + "\n],\n"
                     + json.dumps(doc)[1:] + "\n")
     assert_error(run("inspect", path), f"{path}:{at + 2}:", "Input Dims")
+
+
+def test_a_plan_says_which_of_its_gradients_may_be_checkpoint_inputs():
+    """Plans use the trace's gradients: where leaves that may be activations are planned, the
+    plan says so (stderr), as inspect does; with the sidecar they are set aside and said so."""
+    path = FIXTURES / "kineto_modules" / "ckpt_reentrant.json.gz"
+    alone = run("plan-buckets", path, "--max-bytes", "1k")
+    assert alone.exit_code == 0 and "2 kept as gradients but may be checkpoint inputs" in \
+        " ".join(alone.stderr.split())
+    sized = run("plan-buckets", path, "--max-bytes", "1k", "--sizes",
+                FIXTURES / "kineto_modules" / "ckpt_reentrant.params.json")
+    assert sized.exit_code == 0 and "2 set aside, not gradients" in " ".join(sized.stderr.split())

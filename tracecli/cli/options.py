@@ -86,7 +86,8 @@ topology_options = options(
 )
 
 gpu_option = click.option("--device", type=click.Choice(list(GPUS)), help="GPU of NCCL's model "
-                          "(default: --platform's, else h100).")
+                          "(default: --platform's, else h100); GH200 nodes of 4 on NVLink: "
+                          "--platform cscs-alps-gh200 or --gpus-per-node 4 --intra nvlink.")
 
 network_options = options(
     click.option("--network", type=click.Choice(list(NETWORKS)),

@@ -50,7 +50,10 @@ from typing import Optional, Sequence
 from .kineto_events import DETACH, input_shape
 from .kineto_threads import ACCUMULATE, EVALUATE, Thread, ancestor_indices
 
-__all__ = ["set_aside", "DDP_HOOK"]
+__all__ = ["set_aside", "DDP_HOOK", "CHECKPOINT_NOTE"]
+
+# how its note begins: plans repeat it (a gradient that may be an activation is planned)
+CHECKPOINT_NOTE = "checkpoint inputs: "
 
 DDP_HOOK = "torch::distributed::reducer::mul_out"
 
@@ -162,6 +165,6 @@ def _note(aside: dict, open_: list[int], sigs, unshaped: int, sidecar: bool,
                      "checkpoint inputs cannot be told (profile with record_shapes=True)")
     if not parts:
         return None
-    return ("checkpoint inputs: leaves a reentrant backward (torch.utils.checkpoint, "
+    return (CHECKPOINT_NOTE + "leaves a reentrant backward (torch.utils.checkpoint, "
             "use_reentrant=True) accumulated with the shape of an input it detached: "
             + "; ".join(parts) + " (docs/inputs.md)")

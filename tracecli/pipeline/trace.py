@@ -22,6 +22,7 @@ from ..planning.plan import BucketPlan
 from ..planning.observed import AS_RUN, as_run_prediction
 from ..planning.inputs import left_out_notice
 from ..planning.plan import CompareRow
+from ..parsers.kineto_ckpt import CHECKPOINT_NOTE
 from .compute import ComputeRequest, inputs, profile_for
 from .cost import CostRequest
 from .ddp_run import ddp_setup, with_mode
@@ -36,8 +37,10 @@ def prepare(trace: Trace, compute: ComputeRequest, cost: Union[CostModel, CostRe
     model, notices = cost_for(trace, cost)
     ready, profile, inp = inputs(trace, compute)
     left_out = left_out_notice(inp)
+    # which of the trace's leaves were planned as gradients when some may be activations
+    doubt = tuple(n for n in trace.meta.notes if n.startswith(CHECKPOINT_NOTE))
     return Planned(trace, ready, profile, inp, model,
-                   notices=tuple(notices) + ((left_out,) if left_out else ()))
+                   notices=tuple(notices) + ((left_out,) if left_out else ()) + doubt)
 
 
 def _setup(planned: Planned, options: OptionValues, strategies) -> tuple[Planned, dict]:

@@ -97,12 +97,13 @@ def search_graphs(gpu: Gpu, gpus_per_node: int, nodes: int, nvswitch: bool,
                   nic_gbps: float, nics: int, mesh: bool = False) -> tuple[AlgoGraph, AlgoGraph]:
     """``(ring, tree)`` graphs estimated from the search rules (see the module docstring).
 
-    ``mesh``: the node's GPUs are linked to each other by NVLink without an NVSwitch, every
-    pair alike (a 4-GPU HGX A100 board, CSCS Alps' four GH200): a GPU's lanes are split among
-    its peers, a channel's ring sends to one peer, and channels on rings of other orders send
-    to the others (NCCL's search takes a link's bandwidth off as each channel uses it,
-    search.cc ``ncclTopoFollowPath``), so the channels share all of a GPU's lanes as on an
-    NVSwitch, each at no more than one peer's share.
+    ``mesh``: the node's GPUs are on a board of :data:`MESH_GPUS` linked to each other by
+    NVLink without an NVSwitch, every pair alike (a 4-GPU HGX A100 board, CSCS Alps' four
+    GH200): a GPU's lanes are split among its 3 peers, a channel's ring sends to one peer, and
+    channels on rings of other orders send to the others (NCCL's search takes a link's
+    bandwidth off as each channel uses it, search.cc ``ncclTopoFollowPath``), so the channels
+    share the lanes to the peers in use, each at no more than one peer's share: all of them
+    on 4 GPUs, as on an NVSwitch; on 2 GPUs of the board, one link.
 
     >>> ring, tree = search_graphs(GPUS["a100"], 8, 1, True, 1600, 8)
     >>> ring.n_channels, ring.bw_intra, ring.n_channels * ring.bw_intra
@@ -110,12 +111,16 @@ def search_graphs(gpu: Gpu, gpus_per_node: int, nodes: int, nvswitch: bool,
     >>> ring, _ = search_graphs(GPUS["h100"], 4, 1, False, 0, 0, mesh=True)
     >>> ring.n_channels * ring.bw_intra, ring.nvlink
     (360.0, True)
+    >>> ring, _ = search_graphs(GPUS["h100"], 2, 1, False, 0, 0, mesh=True)
+    >>> ring.n_channels * ring.bw_intra   # one link of 6 lanes: 123.6 GB/s
+    121.0
     """
     nvlink = nvswitch or mesh
     intra_total = gpu.nvlink_gbps if nvlink else gpu.pcie_gbps
     intra_speeds = _speeds(gpu.compcap, SPEEDS_INTRA)
     if mesh and not nvswitch and gpus_per_node > 1:  # a channel at most one peer's lanes
-        per_peer = gpu.nvlink_gbps / (gpus_per_node - 1)
+        per_peer = gpu.nvlink_gbps / (MESH_GPUS - 1)
+        intra_total = per_peer * min(gpus_per_node - 1, MESH_GPUS - 1)
         intra_speeds = tuple(s for s in intra_speeds if s <= per_peer + 1e-9) or intra_speeds[-1:]
     if gpus_per_node == 1:
         intra_total = math.inf

@@ -357,19 +357,24 @@ class NcclModel:
         if gpus >= g and gpus % g:
             raise CostModelError(f"{gpus} GPUs do not fill nodes of {g}; pass a multiple of {g}")
         # the graphs NCCL's search picks (ring, tree, NVLS) depend on the node count
-        platform = self.name.removeprefix("nccl:")
-        if self.graph_source == ESTIMATED and platform in PLATFORMS:
-            return replace(NcclModel.for_platform(platform, topo.nodes, self.version),
-                           topology=topo, cpu=self.cpu, net=self.net,
+        p = PLATFORMS.get(self.name.removeprefix("nccl:"))
+        forced = {"algos": self.algos, "protos": self.protos, "comm_channels": self.comm_channels}
+        if self.graph_source == ESTIMATED and p is not None and self.intra != "nvlink" \
+                and (self.device, self.intra) == (p.gpu, "nvswitch" if p.nvswitch else "pcie") \
+                and self.nic_gbps in (None, p.nic_gbps) and self.nics in (None, p.nics):
+            return replace(NcclModel.for_platform(p.name, topo.nodes, self.version),
+                           topology=topo, cpu=self.cpu, net=self.net, **forced,
                            net_latency=self.net_latency if topo.nodes > 1 else None)
-        network = topo.nodes == 1 or (self.nic_gbps and self.nics)
+        nic_gbps = self.nic_gbps or (p.nic_gbps if p else None)  # a platform's, on one node
+        nics = self.nics or (p.nics if p else None)
+        network = topo.nodes == 1 or (nic_gbps and nics)
         if self.graph_source == ESTIMATED and self.device in GPUS and network:
             m = NcclModel.for_topology(self.device, topo.nodes, topo.gpus_per_node,
-                                       self.intra == "nvswitch", self.nic_gbps or 0.0,
-                                       self.nics or 0, self.version, self.net,
+                                       self.intra == "nvswitch", nic_gbps or 0.0, nics or 0,
+                                       self.version, self.net or (p.net if p else None),
                                        mesh=self.intra == "nvlink")
-            return replace(m, name=self.name, cpu=self.cpu, nic_gbps=self.nic_gbps, nics=self.nics,
-                           net=self.net, net_latency=self.net_latency)
+            return replace(m, name=self.name, cpu=self.cpu, **forced,
+                           net_latency=self.net_latency if topo.nodes > 1 else None)
         return replace(self, topology=topo, _cache={})  # a log's graph: as NCCL printed it
 
     def describe(self) -> dict[str, Any]:

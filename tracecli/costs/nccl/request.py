@@ -24,7 +24,7 @@ from typing import Optional
 
 from ...errors import CalibrationError, CostModelError
 from ...limits import DEFAULT_DEVICE
-from .graph import GPUS
+from .graph import GPUS, MESH_GPUS
 from .installed import installed_nccl
 from .model import NcclModel
 from .platforms import PLATFORMS
@@ -196,8 +196,10 @@ def topology_model(req: TopologyRequest, gpus: Optional[int] = None) -> tuple[Nc
     version, said = nccl_version(req.nccl, logged)
     notices += said
     net = (req.net or (platform.net if platform else DEFAULT_NET)) if nodes > 1 else None
+    # a mesh tracecli cannot estimate (more than a 4-GPU board) stands on the log's graph
+    mesh = intra == "nvlink" and (per <= MESH_GPUS or req.nccl_log is None)
     model = NcclModel.for_topology(device, nodes, per, nvswitch, nic_gbps or 0.0, nics, version,
-                                   net, mesh=intra == "nvlink")
+                                   net, mesh=mesh)
     name = f"nccl:{platform.name}" if platform else "nccl"
     fabric = {"nvswitch": "NVSwitch", "nvlink": "NVLink without a switch"}.get(intra, "PCIe")
     network = f", {nic_gbps:g} Gb/s network per node over {nics} NIC{'s' if nics != 1 else ''}" \

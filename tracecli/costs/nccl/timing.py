@@ -53,7 +53,8 @@ model"). tracecli keeps NCCL's CHOICE exactly and times that choice as it runs
 
 So ``time = floor [+ net_floor] + lat · NCCL latency + bw · bytes / (NCCL bandwidth · channels
 used / channels) + chan · (that term's part from the channels dropped) + fill · fill bytes /
-NCCL bandwidth [+ ring_net · the bandwidth term, a ring on several nodes]``, ``lat`` being ``lat_nvls`` where the pick is NVLS or NVLSTree (NCCL's NVLS
+NCCL bandwidth [+ ring_net · the bandwidth term, a ring on several nodes]``, ``lat`` being
+``lat_nvls`` where the pick is NVLS or NVLSTree (NCCL's NVLS
 latencies price a multicast, not hops: :func:`features`) and the NVLS bandwidth on sm100 its
 own factor; a training table run by one thread driving several GPUs adds :func:`launch_us`.
 Linear in the fitted constants (:mod:`.fit_time` fits them by least
@@ -119,14 +120,14 @@ def features(lat_us: float, bw_gbps: float, nbytes: int, used: int, channels: in
              ring: bool = False) -> tuple[float, ...]:
     """``(1, multi-node?, latency µs, bandwidth µs, NVLS-on-sm100 bandwidth µs, NVLS latency
     µs, fill µs, channel-reduction µs, ring-on-a-network µs)``: the terms each constant
-    multiplies (``fill``: the
-    pipeline's fill in bytes, :func:`.pipeline.fill_bytes`; the last term is what running on
-    ``used`` of ``channels`` adds to the bandwidth term; the last, the bandwidth term again
-    where the pick is a ring, ``ring``, on several nodes) (the bandwidth term goes to the fifth where the
-    pick is NVLS or NVLSTree on compute capability 10.0+, the latency term to the last where
-    the pick is NVLS or NVLSTree on any: NCCL's NVLS latencies, tuning.cc's NVLS rows of
-    ``hwLat``/``baseLat``, price a multicast through the NVSwitch and, for NVLSTree, a tree
-    over the network, not a ring's or a tree's hops)."""
+    multiplies. The bandwidth term goes to the fifth where the pick is NVLS or NVLSTree on
+    compute capability 10.0+, the latency term to the sixth where the pick is NVLS or NVLSTree
+    on any (NCCL's NVLS latencies, tuning.cc's NVLS rows of ``hwLat``/``baseLat``, price a
+    multicast through the NVSwitch and, for NVLSTree, a tree over the network, not a ring's
+    or a tree's hops); the seventh is the pipeline's fill (``fill`` bytes,
+    :func:`.pipeline.fill_bytes`) at NCCL's bandwidth; the eighth what running on ``used`` of
+    ``channels`` adds to the bandwidth term; the ninth the bandwidth term again where the pick
+    is a ring (``ring``) on several nodes."""
     frac = min(1.0, used / channels) if channels > 0 else 1.0
     per_byte = 1.0 / (1000.0 * bw_gbps) if bw_gbps > 0 else 0.0
     bw_us = nbytes * per_byte / frac

@@ -43,8 +43,8 @@ from .kinds import (
     TensorKind,
     VariableOrder,
 )
-from .records import (NO_META, Collective, Link, Op, ParamMeta, StepInfo, Tensor, TraceMeta,
-                      check_fields)
+from .records import (CHECKPOINT_NOTE, NO_META, Collective, Link, Op, ParamMeta, StepInfo, Tensor,
+                      TraceMeta, check_fields)
 from .trace import Trace
 
 __all__ = [
@@ -72,6 +72,7 @@ __all__ = [
     "BACKWARD_KINDS",
     "GENERIC_ABILITIES",
     "check_fields",
+    "CHECKPOINT_NOTE",
 ]
 
 

@@ -20,7 +20,11 @@ from typing import Any, Mapping, NamedTuple, Optional
 from .kinds import DTYPE_BYTES, CollectiveKind, EdgeKind, OpKind, Purpose, TensorKind
 
 __all__ = ["Op", "Tensor", "ParamMeta", "NO_META", "MARKS", "Link", "Collective", "StepInfo",
-           "TraceMeta", "check_fields"]
+           "TraceMeta", "check_fields", "CHECKPOINT_NOTE"]
+
+# How a trace note begins that says which leaves were (or were not) taken for gradients under
+# reentrant checkpointing (a parser writes it; plans repeat it: they plan those gradients)
+CHECKPOINT_NOTE = "checkpoint inputs: "
 
 
 class Op(NamedTuple):

@@ -47,13 +47,12 @@ from __future__ import annotations
 from collections import Counter
 from typing import Optional, Sequence
 
+from ..model import CHECKPOINT_NOTE
 from .kineto_events import DETACH, input_shape
 from .kineto_threads import ACCUMULATE, EVALUATE, Thread, ancestor_indices
 
-__all__ = ["set_aside", "DDP_HOOK", "CHECKPOINT_NOTE"]
+__all__ = ["set_aside", "DDP_HOOK"]
 
-# how its note begins: plans repeat it (a gradient that may be an activation is planned)
-CHECKPOINT_NOTE = "checkpoint inputs: "
 
 DDP_HOOK = "torch::distributed::reducer::mul_out"
 

@@ -14,7 +14,7 @@ from ..analysis import SizeReport, readiness, size_report
 from ..analysis.readiness import Readiness
 from ..analysis.shapes import infer_shapes
 from ..errors import CostModelError, PlanError
-from ..model import ComputeSource, Trace
+from ..model import CHECKPOINT_NOTE, ComputeSource, Trace
 from ..costs import CostModel
 from ..planning import OptionValues, compare, make_plan
 from ..planning.advice import compare_advice, plan_advice
@@ -22,7 +22,6 @@ from ..planning.plan import BucketPlan
 from ..planning.observed import AS_RUN, as_run_prediction
 from ..planning.inputs import left_out_notice
 from ..planning.plan import CompareRow
-from ..parsers.kineto_ckpt import CHECKPOINT_NOTE
 from .compute import ComputeRequest, inputs, profile_for
 from .cost import CostRequest
 from .ddp_run import ddp_setup, with_mode

@@ -1,47 +1,115 @@
-"""NCCL restricted by NCCL_ALGO / NCCL_PROTO / NCCL_MIN,MAX_NCHANNELS (tracecli/costs/nccl/forced.py)."""
+"""NCCL restricted by NCCL_ALGO / NCCL_PROTO / NCCL_MIN,MAX_NCHANNELS / NCCL_NVLS_ENABLE, release
+by release (tracecli/costs/nccl/forced.py; each case cites the NCCL source it follows)."""
 
 import pytest
 
-from tracecli.costs.nccl.forced import restrict
+from tracecli.costs.nccl.forced import enables, restrict
 from tracecli.costs.nccl.model import NcclModel
 from tracecli.errors import CostModelError
 from tracecli.model import CollectiveKind as K
 
 SIZES = [1 << k for k in range(3, 34, 3)]
+KINDS = (K.ALL_REDUCE, K.ALL_GATHER, K.REDUCE_SCATTER, K.BROADCAST)
 
 
-def _h100(nodes=2):
+def _h100(nodes=2, version="2.26.2"):
     return NcclModel.for_topology("h100", nodes, 8, True, 3200.0 if nodes > 1 else 0.0,
-                                  8 if nodes > 1 else 0, "2.26.2", "ib" if nodes > 1 else None)
+                                  8 if nodes > 1 else 0, version, "ib" if nodes > 1 else None)
+
+
+def _picks(model, kind):
+    return {model.choice(kind, n)[:2] for n in SIZES}
 
 
 def test_nothing_forced_is_nccl_s_own_choice():
     m = _h100()
     r = restrict(m, {})
-    for kind in (K.ALL_REDUCE, K.ALL_GATHER, K.REDUCE_SCATTER, K.BROADCAST):
+    for kind in KINDS:
         assert [r.choice(kind, n) for n in SIZES] == [m.choice(kind, n) for n in SIZES]
     assert r.comm_channels == 0 and r._table().comm.channels == m._table().comm.channels
 
 
 def test_a_disabled_pair_is_never_picked():
     m = _h100()
-    assert {m.choice(K.ALL_REDUCE, n)[:2] for n in SIZES} - {("Ring", "Simple")}  # NCCL's own
+    assert _picks(m, K.ALL_REDUCE) - {("Ring", "Simple")}  # NCCL's own
     r = restrict(m, {"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple"})
-    for kind in (K.ALL_REDUCE, K.ALL_GATHER, K.REDUCE_SCATTER, K.BROADCAST):
-        assert {r.choice(kind, n)[:2] for n in SIZES} == {("Ring", "Simple")}, kind
+    for kind in KINDS:
+        assert _picks(r, kind) == {("Ring", "Simple")}, kind
     # the pair keeps NCCL's own time for it: the restriction only removes the others
     t = r.choice(K.ALL_REDUCE, 1 << 30)[2]
     assert t >= m.choice(K.ALL_REDUCE, 1 << 30)[2]
     ll = restrict(m, {"NCCL_PROTO": "ll"})  # NCCL's names are case-insensitive
-    assert {ll.choice(K.ALL_REDUCE, n)[1] for n in SIZES} == {"LL"}
+    assert {p for _, p in _picks(ll, K.ALL_REDUCE)} == {"LL"}
+    assert ll.nccl_env == (("NCCL_PROTO", "ll"),) and "NCCL_PROTO=ll" in ll.source
 
 
-def test_ring_is_never_disabled_for_other_collectives_than_all_reduce():
-    # tuning.cc: "Never disable ring for non-allreduce operations. That allows to run real
-    # apps with NCCL_ALGO=TREE."
-    r = restrict(_h100(), {"NCCL_ALGO": "Tree"})
-    assert {r.choice(K.ALL_REDUCE, n)[0] for n in SIZES} == {"Tree"}
-    assert {r.choice(K.ALL_GATHER, n)[0] for n in SIZES} == {"Ring"}
+def test_a_caret_disables_the_names_that_follow():
+    m = _h100(nodes=1)
+    assert "NVLS" in {a for a, _ in _picks(m, K.ALL_REDUCE)}  # NCCL's own, one node of H100
+    r = restrict(m, {"NCCL_ALGO": "^NVLS"})
+    for kind in KINDS:
+        for n in SIZES:  # NVLS's sizes go to the next best; every other size keeps its pick
+            own, now = m.choice(kind, n), r.choice(kind, n)
+            assert now[0] != "NVLS" and (own[0] == "NVLS" or now == own), (kind, n)
+    assert restrict(m, {"NCCL_ALGO": "^"})._table().bw == m._table().bw  # "^": none off
+
+
+def test_ring_stays_for_other_collectives_only_in_2_18():
+    # v2.18.5-1 tuning.cc:298-299: "Never disable ring for non-allreduce operations"; gone
+    # from v2.19.1-1, where a collective left with nothing fails (enqueue.cc)
+    old = restrict(_h100(version="2.18.5"), {"NCCL_ALGO": "Tree"})
+    assert {a for a, _ in _picks(old, K.ALL_REDUCE)} == {"Tree"}
+    assert {a for a, _ in _picks(old, K.ALL_GATHER)} == {"Ring"}
+    new = restrict(_h100(version="2.19.3"), {"NCCL_ALGO": "Tree"})
+    assert {a for a, _ in _picks(new, K.ALL_REDUCE)} == {"Tree"}
+    with pytest.raises(CostModelError, match="no algorithm left for AllGather under NCCL_ALGO=Tree"):
+        new.choice(K.ALL_GATHER, 1 << 20)
+
+
+def test_collnet_alone_falls_back_to_ring_and_tree_before_2_20():
+    # v2.19.4-1 tuning.cc:273-276 ("ignoring NCCL_ALGO=COLLNET"); gone from v2.20.3-1
+    algo, _ = enables({"NCCL_ALGO": "CollNetDirect"}, "2.19.4", 2)
+    assert algo[4][:2] == [1, 1]  # Tree, Ring of AllReduce back on
+    algo, _ = enables({"NCCL_ALGO": "CollNetDirect"}, "2.20.5", 2)
+    assert algo[4][:2] == [0, 0]
+    r = restrict(_h100(version="2.21.5"), {"NCCL_ALGO": "CollNetDirect"})
+    with pytest.raises(CostModelError, match="NCCL fails it"):
+        r.choice(K.ALL_REDUCE, 1 << 20)
+
+
+def test_entries_per_collective_from_2_24():
+    # v2.24.3-1 tuning.cc parseList: "allreduce:tree;allgather:ring", the others unchanged
+    m = _h100()
+    r = restrict(m, {"NCCL_ALGO": "allreduce:tree;allgather:ring"})
+    assert {a for a, _ in _picks(r, K.ALL_REDUCE)} == {"Tree"}
+    assert {a for a, _ in _picks(r, K.ALL_GATHER)} == {"Ring"}
+    assert _picks(r, K.REDUCE_SCATTER) == _picks(m, K.REDUCE_SCATTER)
+    with pytest.raises(CostModelError, match="read from NCCL 2.24; NCCL 2.23 reads one list"):
+        restrict(_h100(version="2.23.4"), {"NCCL_ALGO": "allreduce:tree"})
+    with pytest.raises(CostModelError, match="every entry but the first"):
+        restrict(m, {"NCCL_ALGO": "allreduce:tree;ring"})
+    with pytest.raises(CostModelError, match="'allreduc' is not a collective"):
+        restrict(m, {"NCCL_ALGO": "allreduc:tree"})
+
+
+def test_naming_ll128_enables_it_where_nccl_would_not():
+    # tuning.cc: LL128's default is "2" (only on NVLink paths); a named LL128 is 1, on
+    pcie = NcclModel.for_topology("a100", 1, 4, False, 0.0, 0, "2.26.2")
+    assert "LL128" not in {p for _, p in _picks(pcie, K.ALL_REDUCE)}
+    forced = restrict(pcie, {"NCCL_PROTO": "LL128"})
+    assert {p for _, p in _picks(forced, K.ALL_REDUCE)} == {"LL128"}
+    negated = restrict(pcie, {"NCCL_PROTO": "^LL"})  # LL128 and Simple named on
+    assert "LL128" in {p for _, p in _picks(negated, K.ALL_REDUCE)}
+
+
+def test_nvls_enable_zero_turns_nvls_off():
+    m = _h100(nodes=1)
+    off = restrict(m, {"NCCL_NVLS_ENABLE": "0"})
+    assert off.nvls is None and not {a for a, _ in _picks(off, K.ALL_REDUCE)} & {"NVLS", "NVLSTree"}
+    assert restrict(m, {"NCCL_NVLS_ENABLE": "2"})._table().bw == m._table().bw
+    pcie = NcclModel.for_topology("a100", 1, 4, False, 0.0, 0, "2.26.2")
+    with pytest.raises(CostModelError, match="NCCL_NVLS_ENABLE=1 on a topology without NVLS"):
+        restrict(pcie, {"NCCL_NVLS_ENABLE": "1"})
 
 
 def test_channel_bounds_apply_after_the_graph_search():
@@ -59,14 +127,30 @@ def test_channel_bounds_apply_after_the_graph_search():
     assert b.choice(K.ALL_REDUCE, 1 << 33)[2] == pytest.approx(a, rel=1e-3)
 
 
+def test_another_scale_keeps_the_settings_read_on_its_own_graph():
+    m = restrict(_h100(), {"NCCL_ALGO": "Ring", "NCCL_MAX_NCHANNELS": "4", "NCCL_NVLS_ENABLE": "0"})
+    big = m.on(64)
+    assert big.topology.nodes == 8 and big.nccl_env == m.nccl_env and big.nvls is None
+    assert big._table().comm.channels == min(2 * big.ring.n_channels, 4)
+    assert {a for a, _ in _picks(big, K.ALL_REDUCE)} == {"Ring"}
+
+
 @pytest.mark.parametrize("env, says", [
-    ({"NCCL_ALGO": "^Ring"}, "lists of names only"),
     ({"NCCL_ALGO": "Ring,Bogus"}, "'Bogus' is not one of"),
-    ({"NCCL_PROTO": ""}, "is not one of"),
+    ({"NCCL_ALGO": ""}, "NCCL_ALGO is empty"),
+    ({"NCCL_PROTO": "Simple,LL256"}, "'LL256' is not one of LL, LL128, Simple"),
     ({"NCCL_MIN_NCHANNELS": "0"}, "from 1 to 32"),
     ({"NCCL_MAX_NCHANNELS": "lots"}, "from 1 to 32"),
+    ({"NCCL_MAX_NCHANNELS": "1e9"}, "from 1 to 32"),
+    ({"NCCL_NVLS_ENABLE": "3"}, "from 0 to 2"),
     ({"NCCL_BUFFSIZE": "8388608"}, "NCCL_BUFFSIZE is not modelled"),
 ])
 def test_what_cannot_be_modelled_is_refused(env, says):
     with pytest.raises(CostModelError, match=says):
         restrict(_h100(), env)
+
+
+def test_pat_is_a_name_from_2_23():
+    with pytest.raises(CostModelError, match="'PAT' is not one of .*NCCL 2.22's names"):
+        restrict(_h100(version="2.22.3"), {"NCCL_ALGO": "Ring,PAT"})
+    restrict(_h100(version="2.23.4"), {"NCCL_ALGO": "Ring,PAT"})

@@ -10,6 +10,7 @@ import click
 
 from ..analysis.compute import DEVICES
 from ..costs import ALGORITHMS, DEFAULT_NETWORK, NETWORKS
+from ..costs.nccl.forced import KNOWN as NCCL_SETTINGS
 from ..costs.nccl.graph import GPUS
 from ..costs.nccl.platforms import PLATFORMS
 from ..costs.nccl.request import INTRA, MODELLED, TopologyRequest
@@ -62,6 +63,18 @@ compute_options = options(
                  "ms (default: the trace's optimizer step where it records one, else 0)."),
 )
 
+def _nccl_env(ctx, param, value):
+    """``NAME=VALUE`` pairs as given (the last of a name wins, as in a shell); none: None."""
+    pairs = {}
+    for item in value:
+        name, eq, setting = item.partition("=")
+        if not eq or name.strip() not in NCCL_SETTINGS:
+            raise click.BadParameter(f"{item!r}: give NAME=VALUE with NAME one of "
+                                     + ", ".join(NCCL_SETTINGS), param_hint="--nccl-env")
+        pairs[name.strip()] = setting
+    return tuple(pairs.items()) or None
+
+
 _NCCL_HELP = (f"NCCL version whose tuning constants apply, {MODELLED} (default: the NCCL of the "
               f"installed torch if it has one, else {DEFAULT_VERSION}).")
 
@@ -83,6 +96,10 @@ topology_options = options(
     click.option("--nccl-log", metavar="FILE", help="NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=GRAPH,TUNING "
                  "log of rank 0: NCCL's own graph (channels, bandwidths) replaces the estimate."),
     click.option("--net", type=click.Choice(NETS), help=NET_HELP),
+    click.option("--nccl-env", metavar="NAME=VALUE", multiple=True, callback=_nccl_env,
+                 help="An NCCL setting the job forces, as its environment has it (repeat for "
+                 "several): " + ", ".join(NCCL_SETTINGS) + "; e.g. NCCL_ALGO=Ring (default: "
+                 "those the --nccl-log run printed, else none)."),
 )
 
 gpu_option = click.option("--device", type=click.Choice(list(GPUS)), help="GPU of NCCL's model "
@@ -142,7 +159,7 @@ def compute_from(kw) -> ComputeRequest:
 
 
 _TOPOLOGY_KEYS = ("nodes", "gpus_per_node", "nic_gbps", "nics", "intra", "nccl", "platform",
-                  "nccl_log", "net")
+                  "nccl_log", "net", "nccl_env")
 
 
 def topology_from(kw) -> TopologyRequest:

@@ -38,7 +38,7 @@ from .graph import GPUS, MESH_GPUS, search_graphs, tree_pattern_is_tree
 from .nvls import search_nvls
 from .platforms import PLATFORMS
 from .fit_time import resolve
-from .forced import disable
+from .forced import apply, restrict
 from .pipeline import fill_bytes
 from .report import summary_of
 from .timing import TimeParams, channels_used, features, launch_us, time_us
@@ -77,10 +77,9 @@ class NcclModel:
     net: Optional[str] = None  # the network transport (transports.py); None on one node
     net_latency: Optional[float] = None  # µs the network reports to NCCL (None: the transport's)
     nic_devices: Optional[int] = None  # network devices NCCL sees a node (transports.nccl_nics)
-    # forced by the environment (forced.py): NCCL_ALGO / NCCL_PROTO (None: all NCCL enables)
-    # and NCCL_MIN/MAX_NCHANNELS (comm->nChannels; 0: NCCL's own)
-    algos: Optional[tuple[str, ...]] = None
-    protos: Optional[tuple[str, ...]] = None
+    # NCCL's settings the job forces (forced.py: NCCL_ALGO, NCCL_PROTO, ...; () none), and
+    # the comm->nChannels NCCL_MIN/MAX_NCHANNELS make (0: NCCL's own)
+    nccl_env: tuple[tuple[str, str], ...] = ()
     comm_channels: int = 0
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
 
@@ -158,8 +157,8 @@ class NcclModel:
                         tree_pattern_tree=self.tree_pattern_tree,
                         nvls=nvls or NO_GRAPH, nvls_support=nvls is not None,
                         comm_channels=self.comm_channels)
-            self._cache[key] = disable(tune(comm, constants_for(self.version)), self.algos,
-                                       self.protos)
+            self._cache[key] = apply(tune(comm, constants_for(self.version)),
+                                     dict(self.nccl_env), self.version)
         return self._cache[key]
 
     def _func(self, kind: CollectiveKind) -> str:
@@ -188,6 +187,11 @@ class NcclModel:
                 hit = ("none", "none", 0.0)
             else:
                 us, a, p = best(self._table(), self._func(kind), charged)
+                if a < 0:  # enqueue.cc: "No algorithm/protocol available", the call fails
+                    raise CostModelError(f"NCCL {self.version} has no algorithm left for "
+                                         f"{self._func(kind)} under " + " ".join(
+                                             "=".join(kv) for kv in self.nccl_env)
+                                         + "; NCCL fails it: enable one (Ring, Simple)")
                 hit = (ALGOS[a], PROTOS[p], us)
             if len(self._cache) < 100_000:
                 self._cache[key] = hit
@@ -330,8 +334,8 @@ class NcclModel:
         t = self.topology
         return {"nodes": t.nodes, "gpus_per_node": t.gpus_per_node, "gpus": t.ranks,
                 "device": self.device, "intra": self.intra, "nic_gbps": self.nic_gbps,
-                "nics": self.nics, "net": self.link_net, "nccl_version": self.version,
-                "constants": constants_for(self.version).tag,
+                "nics": self.nics, "net": self.link_net, "nccl_env": dict(self.nccl_env),
+                "nccl_version": self.version, "constants": constants_for(self.version).tag,
                 "graph": self._graphs(), "time_model": self._time_doc()}
 
     def _time_doc(self) -> Optional[dict[str, Any]]:
@@ -358,13 +362,12 @@ class NcclModel:
             raise CostModelError(f"{gpus} GPUs do not fill nodes of {g}; pass a multiple of {g}")
         # the graphs NCCL's search picks (ring, tree, NVLS) depend on the node count
         p = PLATFORMS.get(self.name.removeprefix("nccl:"))
-        forced = {"algos": self.algos, "protos": self.protos, "comm_channels": self.comm_channels}
         if self.graph_source == ESTIMATED and p is not None and self.intra != "nvlink" \
                 and (self.device, self.intra) == (p.gpu, "nvswitch" if p.nvswitch else "pcie") \
                 and self.nic_gbps in (None, p.nic_gbps) and self.nics in (None, p.nics):
-            return replace(NcclModel.for_platform(p.name, topo.nodes, self.version),
-                           topology=topo, cpu=self.cpu, net=self.net, **forced,
-                           net_latency=self.net_latency if topo.nodes > 1 else None)
+            return self._forced(replace(
+                NcclModel.for_platform(p.name, topo.nodes, self.version), topology=topo,
+                cpu=self.cpu, net=self.net, net_latency=self.net_latency if topo.nodes > 1 else None))
         nic_gbps = self.nic_gbps or (p.nic_gbps if p else None)  # a platform's, on one node
         nics = self.nics or (p.nics if p else None)
         network = topo.nodes == 1 or (nic_gbps and nics)
@@ -373,9 +376,14 @@ class NcclModel:
                                        self.intra == "nvswitch", nic_gbps or 0.0, nics or 0,
                                        self.version, self.net or (p.net if p else None),
                                        mesh=self.intra == "nvlink")
-            return replace(m, name=self.name, cpu=self.cpu, **forced,
-                           net_latency=self.net_latency if topo.nodes > 1 else None)
+            return self._forced(replace(m, name=self.name, cpu=self.cpu,
+                                        net_latency=self.net_latency if topo.nodes > 1 else None))
         return replace(self, topology=topo, _cache={})  # a log's graph: as NCCL printed it
+
+    def _forced(self, other: "NcclModel") -> "NcclModel":
+        """``other`` (this model at another scale) under this job's NCCL settings, read anew
+        on its own graphs (NCCL_MAX_NCHANNELS bounds the channels its search finds)."""
+        return restrict(other, dict(self.nccl_env)) if self.nccl_env else other
 
     def describe(self) -> dict[str, Any]:
         sizes = [1 << k for k in range(3, 35, 2)]
@@ -383,7 +391,7 @@ class NcclModel:
                 "constants": constants_for(self.version).tag, "gpus": self.gpus,
                 "nodes": self.topology.nodes, "gpus_per_node": self.topology.gpus_per_node,
                 "device": self.device, "intra": self.intra, "nic_gbps": self.nic_gbps,
-                "nics": self.nics, "net": self.link_net,
+                "nics": self.nics, "net": self.link_net, "nccl_env": dict(self.nccl_env),
                 "graph": self._graphs(), "time_model": self._time_doc(),
                 "linear": f"secant of NCCL's curve between {LINE_FROM} and {LINE_TO} bytes",
                 "algorithm": {k.value: [[n, *self.choice(k, n)[:2]] for n in sizes]

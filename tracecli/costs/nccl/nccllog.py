@@ -11,7 +11,10 @@ What it reads, each as NCCL prints it (NVIDIA/nccl v2.30.7-1):
 - the table ``   Algorithm   | ...``, ``  Protocol    | ...``, `` Max NThreads | ...`` and one
   ``%13s |`` row per collective of ``%8.1f/%6.1f |`` cells (src/graph/tuning.cc:543-585);
 - ``AllReduce: 1024 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..0}`` (2.24+) and
-  ``1024 Bytes -> Algo 1 proto 0 time 25.874907`` (2.19-2.23) choice lines (src/enqueue.cc).
+  ``1024 Bytes -> Algo 1 proto 0 time 25.874907`` (2.19-2.23) choice lines (src/enqueue.cc);
+- ``NCCL_PROTO set by environment to Simple`` (src/graph/tuning.cc) and ``NCCL_MIN_NCHANNELS
+  set by environment to 12.`` (``ncclLoadParam``, src/misc/param.cc: a number and a full
+  stop): the settings the run forced, kept for those :mod:`.forced` models.
 
 Lines of other ranks and other subsystems are skipped; a value that is not a finite number in
 range raises :class:`~tracecli.errors.CalibrationError` at its ``path:line``. Only rank 0 prints
@@ -48,6 +51,8 @@ _ROW = re.compile(r"NCCL INFO\s+(Broadcast|Reduce|AllGather|ReduceScatter|AllRed
 _CELL = re.compile(r"^\s*(\S+)/\s*(\S+)\s*$")
 _CHOICE_NEW = re.compile(r"NCCL INFO (\w+): (\d+) Bytes -> Algo (\w+) proto (\w+)")
 _CHOICE_OLD = re.compile(r"NCCL INFO (\d+) Bytes -> Algo (\d+) proto (\d+) time (\S+)")
+_ENV = re.compile(r"NCCL INFO (NCCL_ALGO|NCCL_PROTO|NCCL_MIN_NCHANNELS|NCCL_MAX_NCHANNELS|"
+                  r"NCCL_NVLS_ENABLE) set by environment to (\S{1,200})$")
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,7 @@ class NcclLog:
     graphs: list[GraphLine] = field(default_factory=list)
     table: dict[tuple[str, str, str], tuple[float, float, int]] = field(default_factory=dict)
     choices: list[tuple[int, str, int, str, str, Optional[float]]] = field(default_factory=list)
+    env: dict[str, tuple[str, int]] = field(default_factory=dict)  # name: (value, line)
 
     def graph(self, algorithm: str) -> Optional[GraphLine]:
         """The first graph line of ``algorithm`` (rank 0 prints its graphs first)."""
@@ -156,6 +162,11 @@ def parse_nccl_log(text: str, path: str = "<log>") -> NcclLog:
         elif m := _CHOICE_NEW.search(line):
             log.choices.append((no, m.group(1), _int(path, no, m.group(2), "bytes", 0, 1 << 50),
                                 m.group(3).upper(), m.group(4).upper(), None))
+        elif (m := _ENV.search(line)) and m.group(1) not in log.env:
+            value = m.group(2)
+            if m.group(1) not in ("NCCL_ALGO", "NCCL_PROTO"):
+                value = value.removesuffix(".")  # ncclLoadParam's "%lld."
+            log.env[m.group(1)] = (value, no)
         elif m := _CHOICE_OLD.search(line):
             a, p = _int(path, no, m.group(2), "algorithm", 0, 6), _int(path, no, m.group(3), "protocol", 0, 2)
             log.choices.append((no, "?", _int(path, no, m.group(1), "bytes", 0, 1 << 50),

@@ -26,6 +26,8 @@ def summary_of(self: "NcclModel") -> str:
         net += f" (NCCL sees {self.nic_devices}: {nccl_nics(self.nics, t.gpus_per_node, self.link_net, self.version)[1]})"
     if self.plugin_latency_us:
         net += f"; the network reports {self.plugin_latency_us:g} us of latency to NCCL"
+    if self.nccl_env:
+        net += "; restricted by " + " ".join(f"{k}={v}" for k, v in self.nccl_env)
     return (f"{self.name}: NCCL {self.version}'s own model ({constants_for(self.version).tag} "
             f"constants) of {t.nodes} x {t.gpus_per_node} {self.device or 'GPUs'}{fabric}{net}; "
             f"ring graph {r.n_channels} channels x {r.bw_intra:g}/{r.bw_inter:g} GB/s "

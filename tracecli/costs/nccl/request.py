@@ -26,6 +26,7 @@ from ...errors import CalibrationError, CostModelError
 from ...limits import DEFAULT_DEVICE
 from .graph import GPUS, MESH_GPUS
 from .installed import installed_nccl
+from .forced import restrict
 from .model import NcclModel
 from .platforms import PLATFORMS
 from .transports import DEFAULT_NET, NETS
@@ -57,6 +58,7 @@ class TopologyRequest:
     platform: Optional[str] = None
     nccl_log: Optional[str] = None
     net: Optional[str] = None  # the network transport (transports.py)
+    nccl_env: Optional[tuple[tuple[str, str], ...]] = None  # NCCL settings the job forces
 
     @property
     def given(self) -> bool:
@@ -216,7 +218,30 @@ def topology_model(req: TopologyRequest, gpus: Optional[int] = None) -> tuple[Nc
     if req.nccl_log is not None:
         model = replace(model, ring=ring, tree=tree, tree_pattern_tree=pattern_tree, nvls=nvls,
                         graph_source=f"NCCL's own graph, from {req.nccl_log}")
-    return model, notices
+    return _forced(model, req, logged_graph[2] if logged_graph else None, notices), notices
+
+
+def _forced(model: NcclModel, req: TopologyRequest, log, notices: list[str]) -> NcclModel:
+    """``model`` under the NCCL settings the log's run forced and ``--nccl-env`` gives (the
+    latter wins), each checked where it was given."""
+    env = {}
+    if log is not None and log.env:
+        for name, (value, line) in log.env.items():
+            try:
+                restrict(model, {name: value})
+            except CostModelError as e:
+                raise CalibrationError(f"the run's {e}", path=req.nccl_log, line=line) from None
+            env[name] = value
+        notices.append(f"{req.nccl_log}: the run set " + " ".join(
+            f"{k}={v}" for k, v in sorted(env.items())) + "; NCCL is modelled as forced so"
+            + (" (--nccl-env replaces what it names)" if req.nccl_env else ""))
+    try:
+        for name, value in req.nccl_env or ():
+            restrict(model, {name: value})
+            env[name] = value
+        return restrict(model, env) if env else model
+    except CostModelError as e:
+        raise CostModelError(f"--nccl-env {e}") from None
 
 
 def nccl_cost_model(req: TopologyRequest, gpus: Optional[int] = None,

@@ -57,14 +57,27 @@ def test_the_settings_a_logged_run_printed_are_modelled(tmp_path):
 def test_a_bad_setting_in_a_log_is_its_line(tmp_path):
     log = _log_with(tmp_path, "NCCL_ALGO set by environment to Rnig")
     assert_error(run("collective", "allreduce", "--nccl-log", log, *TOPO), f"{log}:8:",
-                 "'Rnig' is not one of")
+                 "'Rnig' is not one of", "--nccl-env NCCL_ALGO=VALUE")
+    # --nccl-env replaces the log's setting, bad or not
+    _, picks, err = _rows("--nccl-log", log, *TOPO, *SIZES, "--nccl-env", "NCCL_ALGO=Ring")
+    assert {a for a, _ in picks} == {"Ring"} and "--nccl-env replaces the run's NCCL_ALGO=Rnig" in err
+
+
+def test_a_log_of_two_runs_is_its_line(tmp_path):
+    log = _log_with(tmp_path, "NCCL_ALGO set by environment to Tree",
+                    "NCCL_ALGO set by environment to Tree", "NCCL_ALGO set by environment to Ring")
+    assert_error(run("collective", "allreduce", "--nccl-log", log, *TOPO), f"{log}:10:",
+                 "NCCL_ALGO is 'Ring' here and 'Tree' at line 8", "two runs")
+    long = _log_with(tmp_path, "NCCL_PROTO set by environment to " + "Simple," * 40)
+    assert_error(run("collective", "allreduce", "--nccl-log", long, *TOPO), f"{long}:8:",
+                 "over 200 characters")
 
 
 @pytest.mark.parametrize("value, words", [
     ("NCCL_ALGO", ("NAME=VALUE", "NCCL_PROTO")),
     ("NCCL_BUFFSIZE=1", ("NAME=VALUE", "NCCL_NVLS_ENABLE")),
     ("NCCL_ALGO=Rnig", ("--nccl-env NCCL_ALGO=Rnig", "'Rnig' is not one of")),
-    ("NCCL_MAX_NCHANNELS=99", ("from 1 to 32",)),
+    ("NCCL_MAX_NCHANNELS=lots", ("NCCL reads only a whole number",)),
 ])
 def test_bad_settings_are_usage_errors(value, words):
     assert_error(run("plan-buckets", VGG, "--platform", "dgx-h100", "--nccl-env", value),
@@ -72,13 +85,22 @@ def test_bad_settings_are_usage_errors(value, words):
 
 
 def test_a_collective_nccl_cannot_run_under_the_settings_is_one_line():
-    # NCCL 2.19+: NCCL_ALGO=Tree leaves all-gather nothing (v2.18 kept Ring for it)
+    # NCCL 2.24+: NCCL_ALGO=Tree leaves all-gather nothing and NCCL fails it; 2.19-2.23 give
+    # it Ring back (tuning.cc "at least set ring algo available"); 2.18 never disables Ring
     assert_error(run("collective", "allgather", "--platform", "dgx-h100", "--nodes", "2",
-                     "--nccl", "2.21.5", "--nccl-env", "NCCL_ALGO=Tree"),
+                     "--nccl", "2.26.2", "--nccl-env", "NCCL_ALGO=Tree"),
                  "tracecli", "no algorithm left for AllGather", "NCCL_ALGO=Tree")
-    doc, picks, _ = _rows("--platform", "dgx-h100", "--nodes", "2", "--nccl", "2.18.5",
-                          "--nccl-env", "NCCL_ALGO=Tree")
-    assert {a for a, _ in picks} == {"Tree"}
+    for version in ("2.18.5", "2.21.5"):
+        doc = json.loads(run("collective", "allgather", "--platform", "dgx-h100", "--nodes", "2",
+                             "--nccl", version, "--nccl-env", "NCCL_ALGO=Tree", "--json").stdout)
+        assert {r["algorithm"] for r in doc["rows"]} == {"Ring"}, version
+
+
+def test_a_plan_runs_where_only_a_collective_it_does_not_use_is_left_with_nothing():
+    doc = json.loads(run("plan-buckets", VGG, "--platform", "dgx-h100", "--nodes", "2",
+                         "--nccl", "2.26.2", "--nccl-env", "NCCL_ALGO=Tree", "--json").stdout)
+    assert doc["cost_model"]["algorithm"]["allgather"] is None
+    assert {b["algorithm"] for b in doc["buckets"]} == {"Tree"}
 
 
 def test_a_plan_is_costed_under_the_settings():

@@ -26,7 +26,7 @@ def test_nothing_forced_is_nccl_s_own_choice():
     r = restrict(m, {})
     for kind in KINDS:
         assert [r.choice(kind, n) for n in SIZES] == [m.choice(kind, n) for n in SIZES]
-    assert r.comm_channels == 0 and r._table().comm.channels == m._table().comm.channels
+    assert r.nccl_env == () and r._table().comm.channels == m._table().comm.channels
 
 
 def test_a_disabled_pair_is_never_picked():
@@ -54,26 +54,45 @@ def test_a_caret_disables_the_names_that_follow():
     assert restrict(m, {"NCCL_ALGO": "^"})._table().bw == m._table().bw  # "^": none off
 
 
-def test_ring_stays_for_other_collectives_only_in_2_18():
-    # v2.18.5-1 tuning.cc:298-299: "Never disable ring for non-allreduce operations"; gone
-    # from v2.19.1-1, where a collective left with nothing fails (enqueue.cc)
-    old = restrict(_h100(version="2.18.5"), {"NCCL_ALGO": "Tree"})
-    assert {a for a, _ in _picks(old, K.ALL_REDUCE)} == {"Tree"}
-    assert {a for a, _ in _picks(old, K.ALL_GATHER)} == {"Ring"}
-    new = restrict(_h100(version="2.19.3"), {"NCCL_ALGO": "Tree"})
+def test_a_collective_left_with_nothing_release_by_release():
+    # 2.18: "Never disable ring for non-allreduce operations" (v2.18.5-1 tuning.cc:298-299);
+    # 2.19-2.23: Ring restored at the bandwidths kept aside, "at least set ring algo available"
+    # (v2.19.1-1 tuning.cc:304-318); 2.24+: the call fails (enqueue.cc, ncclInvalidUsage)
+    for version in ("2.18.5", "2.19.3", "2.21.5", "2.23.4"):
+        r = restrict(_h100(version=version), {"NCCL_ALGO": "Tree"})
+        assert {a for a, _ in _picks(r, K.ALL_REDUCE)} == {"Tree"}, version
+        assert {a for a, _ in _picks(r, K.ALL_GATHER)} == {"Ring"}, version
+    new = restrict(_h100(version="2.24.3"), {"NCCL_ALGO": "Tree"})
     assert {a for a, _ in _picks(new, K.ALL_REDUCE)} == {"Tree"}
     with pytest.raises(CostModelError, match="no algorithm left for AllGather under NCCL_ALGO=Tree"):
         new.choice(K.ALL_GATHER, 1 << 20)
+    # the picks of every collective are in describe(); the one NCCL fails is null there
+    assert new.describe()["algorithm"]["allgather"] is None
+    assert new.describe()["algorithm"]["allreduce"]
 
 
-def test_collnet_alone_falls_back_to_ring_and_tree_before_2_20():
-    # v2.19.4-1 tuning.cc:273-276 ("ignoring NCCL_ALGO=COLLNET"); gone from v2.20.3-1
-    algo, _ = enables({"NCCL_ALGO": "CollNetDirect"}, "2.19.4", 2)
-    assert algo[4][:2] == [1, 1]  # Tree, Ring of AllReduce back on
-    algo, _ = enables({"NCCL_ALGO": "CollNetDirect"}, "2.20.5", 2)
+def test_the_restored_ring_keeps_disabled_protocols_up_to_2_21():
+    # ringbdw is saved before NCCL_PROTO disables anything up to 2.21 (v2.19.4-1
+    # tuning.cc:202-204); from v2.22.3-1 (tuning.cc:318) it is zeroed where the protocol is off
+    env = {"NCCL_ALGO": "Tree", "NCCL_PROTO": "Simple"}
+    old = restrict(_h100(version="2.21.5"), env)
+    assert {p for _, p in _picks(old, K.ALL_GATHER)} > {"Simple"}
+    assert {p for _, p in _picks(old, K.ALL_REDUCE)} == {"Simple"}
+    new = restrict(_h100(version="2.22.3"), env)
+    assert _picks(new, K.ALL_GATHER) == {("Ring", "Simple")}
+
+
+def test_no_ring_tree_or_nvls_falls_back_to_ring_and_tree_before_2_24():
+    # v2.23.4-1 tuning.cc:310-314 (CollNet, or PAT, alone); gone from v2.24.3-1
+    for version in ("2.19.4", "2.21.5", "2.23.4"):
+        algo, _ = enables({"NCCL_ALGO": "CollNetDirect"}, version, 2)
+        assert algo[4][:2] == [1, 1], version  # Tree, Ring of AllReduce back on
+    algo, _ = enables({"NCCL_ALGO": "PAT"}, "2.23.4", 2)
+    assert algo[2][:2] == [1, 1]
+    algo, _ = enables({"NCCL_ALGO": "CollNetDirect"}, "2.24.3", 2)
     assert algo[4][:2] == [0, 0]
-    r = restrict(_h100(version="2.21.5"), {"NCCL_ALGO": "CollNetDirect"})
-    with pytest.raises(CostModelError, match="NCCL fails it"):
+    r = restrict(_h100(version="2.26.2"), {"NCCL_ALGO": "CollNetDirect"})
+    with pytest.raises(CostModelError, match="NCCL fails the call"):
         r.choice(K.ALL_REDUCE, 1 << 20)
 
 
@@ -107,18 +126,30 @@ def test_nvls_enable_zero_turns_nvls_off():
     off = restrict(m, {"NCCL_NVLS_ENABLE": "0"})
     assert off.nvls is None and not {a for a, _ in _picks(off, K.ALL_REDUCE)} & {"NVLS", "NVLSTree"}
     assert restrict(m, {"NCCL_NVLS_ENABLE": "2"})._table().bw == m._table().bw
+    # 1 forces NVLS: on sm80 behind an NVSwitch NCCL would try multicast and fail
+    a100 = NcclModel.for_topology("a100", 1, 8, True, 0.0, 0, "2.26.2")
+    with pytest.raises(CostModelError, match="NCCL_NVLS_ENABLE=1 forces NVLS on sm80"):
+        restrict(a100, {"NCCL_NVLS_ENABLE": "1"})
+    # where NCCL finds no NVLS graph (PCIe) or has too few GPUs (nvls.cc gpuCount <= 2), it
+    # runs without: no refusal
     pcie = NcclModel.for_topology("a100", 1, 4, False, 0.0, 0, "2.26.2")
-    with pytest.raises(CostModelError, match="NCCL_NVLS_ENABLE=1 on a topology without NVLS"):
-        restrict(pcie, {"NCCL_NVLS_ENABLE": "1"})
+    assert restrict(pcie, {"NCCL_NVLS_ENABLE": "1"}).nvls is None
+    two = NcclModel.for_topology("h100", 1, 2, True, 0.0, 0, "2.26.2")
+    assert restrict(two, {"NCCL_NVLS_ENABLE": "1"}).nvls is None
 
 
 def test_channel_bounds_apply_after_the_graph_search():
-    m = _h100()
+    m = _h100(version="2.30.7")
     own = m._table().comm.channels
     assert restrict(m, {"NCCL_MAX_NCHANNELS": "4"})._table().comm.channels == min(own, 4)
     assert restrict(m, {"NCCL_MIN_NCHANNELS": "24"})._table().comm.channels == max(own, 24)
     both = restrict(m, {"NCCL_MIN_NCHANNELS": "12", "NCCL_MAX_NCHANNELS": "12"})
     assert both._table().comm.channels == 12
+    # read as strtoll reads them and clamped as connect.cc clamps them
+    for value, channels in (("0", own), ("-2", own), ("99", 32), ("0x10", max(own, 16)),
+                            ("012", max(own, 10))):
+        assert restrict(m, {"NCCL_MIN_NCHANNELS": value})._table().comm.channels == channels, value
+    assert restrict(m, {"NCCL_MAX_NCHANNELS": "0"})._table().comm.channels == 1
     # NCCL's bandwidths keep the searched graph's channels (tuning.cc:175): the bandwidth
     # term of a large Ring/Simple all-reduce does not move with the communicator's channels
     rs = {"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple"}
@@ -127,11 +158,19 @@ def test_channel_bounds_apply_after_the_graph_search():
     assert b.choice(K.ALL_REDUCE, 1 << 33)[2] == pytest.approx(a, rel=1e-3)
 
 
+def test_nvls_raises_the_channels_from_2_20_to_2_27():
+    # v2.20.3-1 connect.cc:473-474 "if (comm->nChannels < comm->nvlsChannels)", gone in 2.28
+    env = {"NCCL_MAX_NCHANNELS": "4"}
+    assert restrict(_h100(version="2.24.3"), env)._table().comm.channels == 16
+    assert restrict(_h100(version="2.28.3"), env)._table().comm.channels == 4
+    assert restrict(_h100(version="2.19.4"), env)._table().comm.channels == 4
+
+
 def test_another_scale_keeps_the_settings_read_on_its_own_graph():
     m = restrict(_h100(), {"NCCL_ALGO": "Ring", "NCCL_MAX_NCHANNELS": "4", "NCCL_NVLS_ENABLE": "0"})
     big = m.on(64)
     assert big.topology.nodes == 8 and big.nccl_env == m.nccl_env and big.nvls is None
-    assert big._table().comm.channels == min(2 * big.ring.n_channels, 4)
+    assert big._table().comm.channels == 4  # 2.26.2, but NVLS is off: no raise to 16
     assert {a for a, _ in _picks(big, K.ALL_REDUCE)} == {"Ring"}
 
 
@@ -139,10 +178,11 @@ def test_another_scale_keeps_the_settings_read_on_its_own_graph():
     ({"NCCL_ALGO": "Ring,Bogus"}, "'Bogus' is not one of"),
     ({"NCCL_ALGO": ""}, "NCCL_ALGO is empty"),
     ({"NCCL_PROTO": "Simple,LL256"}, "'LL256' is not one of LL, LL128, Simple"),
-    ({"NCCL_MIN_NCHANNELS": "0"}, "from 1 to 32"),
-    ({"NCCL_MAX_NCHANNELS": "lots"}, "from 1 to 32"),
-    ({"NCCL_MAX_NCHANNELS": "1e9"}, "from 1 to 32"),
-    ({"NCCL_NVLS_ENABLE": "3"}, "from 0 to 2"),
+    ({"NCCL_MIN_NCHANNELS": "1_6"}, "NCCL reads only a whole number"),
+    ({"NCCL_MAX_NCHANNELS": "lots"}, "NCCL reads only a whole number"),
+    ({"NCCL_MAX_NCHANNELS": "1e9"}, "NCCL reads only a whole number"),
+    ({"NCCL_NVLS_ENABLE": "on"}, "NCCL reads only a whole number"),
+    ({"NCCL_ALGO": ";ring"}, "every entry but the first"),
     ({"NCCL_BUFFSIZE": "8388608"}, "NCCL_BUFFSIZE is not modelled"),
 ])
 def test_what_cannot_be_modelled_is_refused(env, says):

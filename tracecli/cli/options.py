@@ -93,7 +93,7 @@ topology_options = options(
     click.option("--nccl", "nccl", metavar="VERSION", help=_NCCL_HELP),
     click.option("--platform", type=click.Choice(list(PLATFORMS)), help="Named platform: GPU, "
                  "GPUs per node, fabric, NICs (sources in docs/costs.md)."),
-    click.option("--nccl-log", metavar="FILE", help="NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=GRAPH,TUNING "
+    click.option("--nccl-log", metavar="FILE", help="NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=GRAPH,TUNING,ENV "
                  "log of rank 0: NCCL's own graph (channels, bandwidths) replaces the estimate."),
     click.option("--net", type=click.Choice(NETS), help=NET_HELP),
     click.option("--nccl-env", metavar="NAME=VALUE", multiple=True, callback=_nccl_env,

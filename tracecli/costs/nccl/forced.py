@@ -11,18 +11,22 @@
   LL128 enables it even where NCCL would not by default (its default is "2": on only for
   NVLink paths, tuning.cc v2.18.5-1:287-296). 2.18 only: Ring is never disabled for a
   collective other than all-reduce ("That allows to run real apps with NCCL_ALGO=TREE",
-  v2.18.5-1 tuning.cc:298-299; gone from v2.19.1-1); before 2.20, an ``NCCL_ALGO`` naming only
-  CollNet falls back to Ring and Tree without CollNet (v2.19.4-1 tuning.cc:273-276). A
-  collective left with no pair fails in NCCL ("No algorithm/protocol available", enqueue.cc);
-  here :meth:`.model.NcclModel.pick` says so. Names NCCL would reject or, before 2.24, ignore
-  are refused: a typo must not pass as a setting.
-- ``NCCL_MIN_NCHANNELS`` / ``NCCL_MAX_NCHANNELS`` (src/graph/connect.cc, v2.18.5-1:413-417):
-  they bound ``comm->nChannels`` AFTER the graph search (max first, then channels copied up to
-  min); NCCL's bandwidths keep the searched graph's ``nChannels`` (tuning.cc:175), so only the
-  communicator's channel count moves (:attr:`.tuning.Comm.channels`).
+  v2.18.5-1 tuning.cc:298-299). Before 2.24, an ``NCCL_ALGO`` leaving none of Ring, Tree,
+  NVLS and NVLSTree (CollNet alone, or PAT) turns Ring and Tree back on without CollNet
+  (v2.23.4-1 tuning.cc:310-314), and from 2.19 a collective left with no pair gets Ring back
+  at the bandwidths NCCL kept aside (``ringbdw``, v2.19.1-1 tuning.cc:304-318: every protocol
+  up to 2.21, those still enabled from v2.22.3-1:318). From 2.24 a collective left with no
+  pair fails in NCCL ("No algorithm/protocol available", enqueue.cc); here
+  :meth:`.model.NcclModel.pick` says so. Names NCCL would reject or, before 2.24, ignore are
+  refused: a typo must not pass as a setting.
+- ``NCCL_MIN_NCHANNELS`` / ``NCCL_MAX_NCHANNELS``: read as ``strtoll`` reads them and clamped
+  as NCCL clamps them (max 1..32, min 0..32, -2 unset; connect.cc ``ncclMaxNchannels``);
+  they bound ``comm->nChannels`` after the graph search (:mod:`.channels`); NCCL's bandwidths
+  keep the searched graph's ``nChannels`` (tuning.cc:175).
 - ``NCCL_NVLS_ENABLE`` (src/transport/nvls.cc ``ncclNvlsInit``, default 2: where the
-  hardware supports it): 0 turns NVLS support off, so no NVLS or NVLSTree; 1 where this
-  topology has no NVLS is refused (NCCL would try and fail).
+  hardware supports it): 0 turns NVLS support off, so no NVLS or NVLSTree; any other value
+  forces it on, which NCCL cannot run on NVSwitch GPUs without multicast (before sm90):
+  refused there; elsewhere NCCL finds no NVLS graph (or too few GPUs) and runs without.
 
 >>> from tracecli.costs.nccl.model import NcclModel
 >>> from tracecli.model import CollectiveKind as K
@@ -30,26 +34,30 @@
 >>> m.choice(K.ALL_REDUCE, 1 << 30)[:2]
 ('NVLSTree', 'Simple')
 >>> r = restrict(m, {"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple", "NCCL_MIN_NCHANNELS": "12"})
->>> r.choice(K.ALL_REDUCE, 1 << 30)[:2], r.choice(K.ALL_GATHER, 1 << 10)[:2], r.comm_channels
-(('Ring', 'Simple'), ('Ring', 'Simple'), 12)
+>>> r.choice(K.ALL_REDUCE, 1 << 30)[:2], r.choice(K.ALL_GATHER, 1 << 10)[:2]
+(('Ring', 'Simple'), ('Ring', 'Simple'))
+>>> r._table().comm.channels  # comm->nChannels (channels.py)
+12
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Mapping, Optional
 
 from ...errors import CostModelError
-from .tuning import ALGOS, FUNCS, LL128, NVLS, NVLS_TREE, PROTOS, RING, TREE, Table, tune
+from .tuning import (ALGOS, CN_CHAIN, CN_DIRECT, FUNCS, LL128, NVLS, NVLS_TREE, PROTOS, RING,
+                     TREE, Table, tune)
 from .versions import parse_version
 
-__all__ = ["restrict", "apply", "enables", "KNOWN", "settings"]
+__all__ = ["restrict", "apply", "enables", "KNOWN", "settings", "channel_bounds", "no_algorithm"]
 
 KNOWN = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS",
          "NCCL_NVLS_ENABLE")
-MAXCHANNELS = 32  # src/include/device.h (MAXCHANNELS), 2.18-2.30
 PREFIXES = (2, 24)  # the release whose parseList reads "collective:list;..." entries
 PAT_FROM = (2, 23)  # the release that named the PAT algorithm
+_STRTOLL = re.compile(r"\s*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)")
 
 
 def _release(version: str) -> tuple[int, int]:
@@ -59,14 +67,26 @@ def _release(version: str) -> tuple[int, int]:
     return v[0], v[1]
 
 
-def _int(var: str, text: str, low: int, high: int) -> int:
-    try:
-        n = int(text.strip(), 0)  # strtoll(str, NULL, 0), as NCCL's parameters are read
-    except ValueError:
-        n = None
-    if n is None or not low <= n <= high:
-        raise CostModelError(f"{var}={text}: pass a whole number from {low} to {high}")
-    return n
+def _number(var: str, text: str) -> int:
+    """``text`` as NCCL's ``strtoll(str, NULL, 0)`` reads it (src/misc/param.cc), where all of
+    it is a number; text NCCL would read only part of, or as 0, is refused."""
+    m = _STRTOLL.fullmatch(text.rstrip())
+    if m is None or len(text) > 40:
+        raise CostModelError(f"{var}={text}: NCCL reads only a whole number here (12, 0x10, "
+                             "-2); pass the number you mean")
+    digits = m.group(2)
+    base = 16 if digits[:2].lower() == "0x" else 8 if len(digits) > 1 and digits[0] == "0" else 10
+    return int(m.group(1) + digits, base)
+
+
+def channel_bounds(env: Mapping[str, str]) -> tuple[Optional[int], Optional[int]]:
+    """``(NCCL_MIN_NCHANNELS, NCCL_MAX_NCHANNELS)`` as read (``None``: unset, or -2, NCCL's own
+    mark of unset); :func:`.channels.comm_channels` clamps them as connect.cc does."""
+    out = []
+    for var in ("NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS"):
+        n = _number(var, env[var]) if var in env else None
+        out.append(None if n == -2 else n)
+    return out[0], out[1]
 
 
 def parse_list(var: str, text: str, names: tuple[str, ...], defaults: tuple[int, ...],
@@ -86,7 +106,7 @@ def parse_list(var: str, text: str, names: tuple[str, ...], defaults: tuple[int,
         prefix = head if colon and body and release >= PREFIXES else None
         if prefix is None:
             body = entry
-            if i:
+            if i or text.startswith(";"):  # strtok's first token must open the string
                 raise CostModelError(f"{var}={text}: every entry but the first must name its "
                                      "collective (allreduce:ring;allgather:ring)")
         if prefix is not None and prefix.lower() not in {f.lower() for f in FUNCS}:
@@ -120,7 +140,7 @@ def enables(env: Mapping[str, str], version: str, nodes: int) -> tuple[list, lis
     proto = [[1, 2, 1] for _ in FUNCS]
     if "NCCL_PROTO" in env:
         proto = parse_list("NCCL_PROTO", env["NCCL_PROTO"], PROTOS, (1, 2, 1), release)
-    if release < (2, 20):  # without CollNet, an NCCL_ALGO of CollNet alone: Ring and Tree
+    if release < PREFIXES:  # without CollNet, none of Ring/Tree/NVLS/NVLSTree: Ring and Tree
         on = [a for a in (RING, TREE, NVLS, NVLS_TREE) if algo[0][a]
               and not (a == NVLS_TREE and nodes == 1) and not (a == NVLS and nodes > 1)]
         if not on:
@@ -133,25 +153,47 @@ def enables(env: Mapping[str, str], version: str, nodes: int) -> tuple[list, lis
     return algo, proto
 
 
+def _available(table: Table, f: int) -> bool:
+    """Whether collective ``f`` has a pair NCCL may pick (tuning._candidates' rules)."""
+    comm = table.comm
+    for a in range(len(ALGOS)):
+        if a in (CN_DIRECT, CN_CHAIN) and not comm.collnet or \
+                a in (NVLS, NVLS_TREE) and not comm.nvls_support or \
+                a == NVLS and comm.n_nodes > 1 and not comm.collnet:
+            continue
+        if any(table.bw[f][a]):
+            return True
+    return False
+
+
 def apply(table: Table, env: Mapping[str, str], version: str) -> Table:
     """``table`` (tuning.tune's, NCCL's own enables) as NCCL ``version`` runs under ``env``:
-    disabled pairs at bandwidth 0 (tuning.cc's last loop), LL128 where it is named."""
+    disabled pairs at bandwidth 0 (tuning.cc's last loop), LL128 where it is named, Ring
+    restored where a collective is left with nothing (2.19-2.23)."""
     if "NCCL_ALGO" not in env and "NCCL_PROTO" not in env:
         return table
-    comm = table.comm
+    comm, release = table.comm, _release(version)
     algo, proto = enables(env, version, comm.n_nodes)
-    forced_on = [f for f in range(len(FUNCS)) if proto[f][LL128] == 1]
-    if forced_on:  # named LL128 skips NCCL's path check: the table of graphs that pass it
-        on = tune(replace(comm, **{g: replace(getattr(comm, g), ll128=True)
-                                   for g in ("ring", "tree", "nvls")}), table.consts)
-        for f in forced_on:
+    # named LL128 skips NCCL's path check: the table of graphs that pass it
+    unchecked = tune(replace(comm, **{g: replace(getattr(comm, g), ll128=True)
+                                      for g in ("ring", "tree", "nvls")}), table.consts)
+    for f in range(len(FUNCS)):
+        if proto[f][LL128] == 1:
             for a in range(len(ALGOS)):
-                table.bw[f][a][LL128] = on.bw[f][a][LL128]
+                table.bw[f][a][LL128] = unchecked.bw[f][a][LL128]
+    if release < (2, 22):  # ringbdw: saved as computed, before any protocol is disabled
+        ring_kept = [[unchecked.bw[f][RING][p] for p in range(3)] for f in range(len(FUNCS))]
+    else:  # v2.22.3-1 tuning.cc:318: zeroed where the protocol is off
+        ring_kept = [[table.bw[f][RING][p] if proto[f][p] else 0.0 for p in range(3)]
+                     for f in range(len(FUNCS))]
     for f in range(len(FUNCS)):
         for a in range(len(ALGOS)):
             for p in range(len(PROTOS)):
                 if proto[f][p] == 0 or algo[f][a] == 0:
                     table.bw[f][a][p] = 0.0
+        if (2, 19) <= release < PREFIXES and not _available(table, f):
+            table.bw[f][RING] = list(ring_kept[f])  # "at least set ring algo available"
+    table.__dict__.pop("_candidates", None)
     return table
 
 
@@ -168,22 +210,25 @@ def restrict(model, env: Mapping[str, str]):
     The settings are checked here, against the model's NCCL release."""
     given = settings(env)
     enables(env, model.version, model.topology.nodes)  # refuses what NCCL would not read
-    channels = 2 * model.ring.n_channels  # connect.cc doubling (tuning.Comm.channels)
-    if "NCCL_MAX_NCHANNELS" in env:
-        channels = min(channels, _int("NCCL_MAX_NCHANNELS", env["NCCL_MAX_NCHANNELS"], 1,
-                                      MAXCHANNELS))
-    if "NCCL_MIN_NCHANNELS" in env:
-        channels = max(channels, _int("NCCL_MIN_NCHANNELS", env["NCCL_MIN_NCHANNELS"], 1,
-                                      MAXCHANNELS))
-    nvls: Optional[object] = model.nvls
+    channel_bounds(env)
+    nvls = model.nvls
     if "NCCL_NVLS_ENABLE" in env:
-        nvls_enable = _int("NCCL_NVLS_ENABLE", env["NCCL_NVLS_ENABLE"], 0, 2)
-        if nvls_enable == 1 and model.nvls is None:
-            raise CostModelError("NCCL_NVLS_ENABLE=1 on a topology without NVLS (it needs an "
-                                 "NVSwitch with multicast, sm90+): NCCL would fail; pass 0 or 2")
-        nvls = None if nvls_enable == 0 else model.nvls
-    forced = {"NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS"} & set(env)
+        value = _number("NCCL_NVLS_ENABLE", env["NCCL_NVLS_ENABLE"])
+        if value == 0:
+            nvls = None
+        elif value != 2 and nvls is None and model.intra == "nvswitch" and model.compcap < 90 \
+                and model.topology.gpus_per_node > 2:
+            raise CostModelError(f"NCCL_NVLS_ENABLE={env['NCCL_NVLS_ENABLE']} forces NVLS on "
+                                 f"sm{model.compcap} GPUs, which have no NVLink multicast: NCCL "
+                                 "would fail; pass 0 or 2")
     return replace(model, nccl_env=given, nvls=nvls,
-                   comm_channels=channels if forced else model.comm_channels,
                    source=model.source + "; " + " ".join(f"{k}={v}" for k, v in given),
                    _cache={})
+
+
+def no_algorithm(version: str, func: str, env: tuple[tuple[str, str], ...]) -> CostModelError:
+    """What NCCL 2.24+ does with a collective its settings leave no pair for: it fails the
+    call ("No algorithm/protocol available", enqueue.cc, ``ncclInvalidUsage``)."""
+    return CostModelError(f"NCCL {version} has no algorithm left for {func} under "
+                          + " ".join("=".join(kv) for kv in env)
+                          + ": NCCL fails the call; enable one for it (e.g. Ring)")

@@ -38,9 +38,10 @@ from .graph import GPUS, MESH_GPUS, search_graphs, tree_pattern_is_tree
 from .nvls import search_nvls
 from .platforms import PLATFORMS
 from .fit_time import resolve
-from .forced import apply, restrict
+from .channels import model_channels
+from .forced import apply, no_algorithm, restrict
 from .pipeline import fill_bytes
-from .report import summary_of
+from .report import picks_of, summary_of
 from .timing import TimeParams, channels_used, features, launch_us, time_us
 from .transports import DEFAULT_NET, NETS, nccl_nics, plugin_latency
 from .tuning import ALGOS, FUNCS, NO_GRAPH, PROTOS, AlgoGraph, Comm, algo_terms, best, tune
@@ -77,10 +78,8 @@ class NcclModel:
     net: Optional[str] = None  # the network transport (transports.py); None on one node
     net_latency: Optional[float] = None  # µs the network reports to NCCL (None: the transport's)
     nic_devices: Optional[int] = None  # network devices NCCL sees a node (transports.nccl_nics)
-    # NCCL's settings the job forces (forced.py: NCCL_ALGO, NCCL_PROTO, ...; () none), and
-    # the comm->nChannels NCCL_MIN/MAX_NCHANNELS make (0: NCCL's own)
+    # NCCL's settings the job forces (forced.py: NCCL_ALGO, NCCL_PROTO, ...; () none)
     nccl_env: tuple[tuple[str, str], ...] = ()
-    comm_channels: int = 0
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -156,7 +155,7 @@ class NcclModel:
             comm = Comm(t.ranks, t.nodes, self.compcap, ring, tree, cpu=self.cpu,
                         tree_pattern_tree=self.tree_pattern_tree,
                         nvls=nvls or NO_GRAPH, nvls_support=nvls is not None,
-                        comm_channels=self.comm_channels)
+                        comm_channels=model_channels(self))
             self._cache[key] = apply(tune(comm, constants_for(self.version)),
                                      dict(self.nccl_env), self.version)
         return self._cache[key]
@@ -188,10 +187,7 @@ class NcclModel:
             else:
                 us, a, p = best(self._table(), self._func(kind), charged)
                 if a < 0:  # enqueue.cc: "No algorithm/protocol available", the call fails
-                    raise CostModelError(f"NCCL {self.version} has no algorithm left for "
-                                         f"{self._func(kind)} under " + " ".join(
-                                             "=".join(kv) for kv in self.nccl_env)
-                                         + "; NCCL fails it: enable one (Ring, Simple)")
+                    raise no_algorithm(self.version, self._func(kind), self.nccl_env)
                 hit = (ALGOS[a], PROTOS[p], us)
             if len(self._cache) < 100_000:
                 self._cache[key] = hit
@@ -381,8 +377,8 @@ class NcclModel:
         return replace(self, topology=topo, _cache={})  # a log's graph: as NCCL printed it
 
     def _forced(self, other: "NcclModel") -> "NcclModel":
-        """``other`` (this model at another scale) under this job's NCCL settings, read anew
-        on its own graphs (NCCL_MAX_NCHANNELS bounds the channels its search finds)."""
+        """``other`` (this model at another scale) under this job's NCCL settings, checked
+        anew against its topology (channels.py bounds its own communicator's channels)."""
         return restrict(other, dict(self.nccl_env)) if self.nccl_env else other
 
     def describe(self) -> dict[str, Any]:
@@ -394,6 +390,5 @@ class NcclModel:
                 "nics": self.nics, "net": self.link_net, "nccl_env": dict(self.nccl_env),
                 "graph": self._graphs(), "time_model": self._time_doc(),
                 "linear": f"secant of NCCL's curve between {LINE_FROM} and {LINE_TO} bytes",
-                "algorithm": {k.value: [[n, *self.choice(k, n)[:2]] for n in sizes]
-                              for k in FUNC_OF},
+                "algorithm": {k.value: picks_of(self, k, sizes) for k in FUNC_OF},
                 "source": self.source}

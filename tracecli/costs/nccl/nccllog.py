@@ -1,4 +1,4 @@
-"""Reader of ``NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=GRAPH,TUNING`` output: NCCL's own graph values,
+"""Reader of ``NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=GRAPH,TUNING,ENV`` output: NCCL's own graph values,
 its printed latency/bandwidth table, its version and communicator size, and its per-size choices.
 
 What it reads, each as NCCL prints it (NVIDIA/nccl v2.30.7-1):
@@ -52,7 +52,8 @@ _CELL = re.compile(r"^\s*(\S+)/\s*(\S+)\s*$")
 _CHOICE_NEW = re.compile(r"NCCL INFO (\w+): (\d+) Bytes -> Algo (\w+) proto (\w+)")
 _CHOICE_OLD = re.compile(r"NCCL INFO (\d+) Bytes -> Algo (\d+) proto (\d+) time (\S+)")
 _ENV = re.compile(r"NCCL INFO (NCCL_ALGO|NCCL_PROTO|NCCL_MIN_NCHANNELS|NCCL_MAX_NCHANNELS|"
-                  r"NCCL_NVLS_ENABLE) set by environment to (\S{1,200})$")
+                  r"NCCL_NVLS_ENABLE) set by environment to (.*)$")
+MAX_SETTING = 200  # characters of one setting's value
 
 
 @dataclass(frozen=True)
@@ -162,11 +163,8 @@ def parse_nccl_log(text: str, path: str = "<log>") -> NcclLog:
         elif m := _CHOICE_NEW.search(line):
             log.choices.append((no, m.group(1), _int(path, no, m.group(2), "bytes", 0, 1 << 50),
                                 m.group(3).upper(), m.group(4).upper(), None))
-        elif (m := _ENV.search(line)) and m.group(1) not in log.env:
-            value = m.group(2)
-            if m.group(1) not in ("NCCL_ALGO", "NCCL_PROTO"):
-                value = value.removesuffix(".")  # ncclLoadParam's "%lld."
-            log.env[m.group(1)] = (value, no)
+        elif m := _ENV.search(line):
+            _setting(log, path, no, m.group(1), m.group(2))
         elif m := _CHOICE_OLD.search(line):
             a, p = _int(path, no, m.group(2), "algorithm", 0, 6), _int(path, no, m.group(3), "protocol", 0, 2)
             log.choices.append((no, "?", _int(path, no, m.group(1), "bytes", 0, 1 << 50),
@@ -174,8 +172,23 @@ def parse_nccl_log(text: str, path: str = "<log>") -> NcclLog:
                                 _num(path, no, m.group(4), "time", 0.0, MAX_LAT_US)))
     if not log.table and not log.graphs and not log.choices:
         raise CalibrationError("no NCCL TUNING table, GRAPH line or choice line in this file; run "
-                               "with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=GRAPH,TUNING and pass rank 0's log", path=path)
+                               "with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=GRAPH,TUNING,ENV and pass rank 0's log", path=path)
     return log
+
+
+def _setting(log: NcclLog, path: str, no: int, name: str, value: str) -> None:
+    """A ``NAME set by environment to VALUE`` line: kept once; another value is another run."""
+    if len(value) > MAX_SETTING:
+        raise CalibrationError(f"{name}'s value is over {MAX_SETTING} characters; pass the log "
+                               "as NCCL wrote it", path=path, line=no)
+    if name not in ("NCCL_ALGO", "NCCL_PROTO"):
+        value = value.removesuffix(".")  # ncclLoadParam's "%lld."
+    seen = log.env.get(name)
+    if seen is not None and seen[0] != value:
+        raise CalibrationError(f"{name} is {excerpt(value)} here and {excerpt(seen[0])} at line "
+                               f"{seen[1]}: the log holds two runs; pass one run's log (or "
+                               f"--nccl-env {name}=VALUE)", path=path, line=no)
+    log.env.setdefault(name, (value, no))
 
 
 def _read_row(log: NcclLog, path: str, no: int, func: str, rest: str, block: list[str]) -> None:

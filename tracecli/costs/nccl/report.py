@@ -3,15 +3,16 @@ from, and the fitted constants that time it (``collective``'s and plans' ``cost 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
+from ...errors import CostModelError
 from .transports import nccl_nics
 from .versions import constants_for
 
 if TYPE_CHECKING:
     from .model import NcclModel
 
-__all__ = ["summary_of"]
+__all__ = ["summary_of", "picks_of"]
 
 
 def summary_of(self: "NcclModel") -> str:
@@ -46,3 +47,12 @@ def _timed(self: "NcclModel") -> str:
     return (f"timed{net} with constants fitted on public nccl-tests tables ({cls}: "
             f"{p.floor + p.net_floor:.0f} us floor, latency x{p.lat:.2f}{nvls}, "
             f"bandwidth x{p.bw:.2f}{ring})")
+
+
+def picks_of(self: "NcclModel", kind, sizes) -> Optional[list]:
+    """``[[bytes, algorithm, protocol], ...]`` NCCL picks for ``kind``; ``None`` where the job's
+    NCCL settings leave it no algorithm (NCCL fails that collective, but runs the others)."""
+    try:
+        return [[n, *self.choice(kind, n)[:2]] for n in sizes]
+    except CostModelError:
+        return None

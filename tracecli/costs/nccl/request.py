@@ -129,7 +129,7 @@ def graphs_from_log(path: str, compcap: int):
     if ring is None:
         raise CalibrationError("no ring graph line ('Pattern 4, crossNic ..., "
                                "nChannels ..., bw .../...') in this log; run with "
-                               "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=GRAPH,TUNING and pass rank 0's log", path=path)
+                               "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=GRAPH,TUNING,ENV and pass rank 0's log", path=path)
     tree = log.graph("Tree") or ring
 
     def graph(g) -> AlgoGraph:
@@ -224,19 +224,24 @@ def topology_model(req: TopologyRequest, gpus: Optional[int] = None) -> tuple[Nc
 def _forced(model: NcclModel, req: TopologyRequest, log, notices: list[str]) -> NcclModel:
     """``model`` under the NCCL settings the log's run forced and ``--nccl-env`` gives (the
     latter wins), each checked where it was given."""
-    env = {}
+    env, given = {}, dict(req.nccl_env or ())
     if log is not None and log.env:
         for name, (value, line) in log.env.items():
+            if name in given:
+                continue
             try:
                 restrict(model, {name: value})
             except CostModelError as e:
-                raise CalibrationError(f"the run's {e}", path=req.nccl_log, line=line) from None
+                raise CalibrationError(f"the run's {e} (or pass --nccl-env {name}=VALUE)",
+                                       path=req.nccl_log, line=line) from None
             env[name] = value
-        notices.append(f"{req.nccl_log}: the run set " + " ".join(
-            f"{k}={v}" for k, v in sorted(env.items())) + "; NCCL is modelled as forced so"
-            + (" (--nccl-env replaces what it names)" if req.nccl_env else ""))
+        said = " ".join(f"{k}={v[0]}" for k, v in sorted(log.env.items()) if k not in given)
+        replaced = " ".join(f"{k}={v[0]}" for k, v in sorted(log.env.items()) if k in given)
+        notices.append(f"{req.nccl_log}: " + (f"the run set {said}; NCCL is modelled so" if said
+                                              else "") + ("; " if said and replaced else "")
+                       + (f"--nccl-env replaces the run's {replaced}" if replaced else ""))
     try:
-        for name, value in req.nccl_env or ():
+        for name, value in given.items():
             restrict(model, {name: value})
             env[name] = value
         return restrict(model, env) if env else model

@@ -49,6 +49,11 @@ __all__ = ["NETS", "FAMILY", "family", "NET_HELP", "DEFAULT_NET", "plugin_latenc
            "nccl_nics"]
 
 NETS = ("ib", "roce", "efa", "ofi", "tcpx", "tcpxo", "socket")
+# plugins whose receive is unpacked by NCCL's kernels on the GPU (NCCL_NET_DEVICE_UNPACK, which
+# doubles the communicator's channels under 16, channels.py): GPUDirect-TCPX's properties say
+# so (google/nccl-plugin-gpudirecttcpx src/net_tcpx.cc:739, ``netDeviceType = DEV_UNPACK``);
+# TCPXO's plugin source is not public: taken as TCPX's successor on the same unpack path
+UNPACK = ("tcpx", "tcpxo")
 FAMILY = {"ib": "verbs", "roce": "verbs", "efa": "libfabric", "ofi": "libfabric",
           "tcpx": "tcpx", "tcpxo": "tcpxo", "socket": "socket"}
 NET_HELP = ("Network transport between nodes: ib (InfiniBand verbs), roce (verbs over RoCE), "

@@ -194,3 +194,25 @@ def test_pat_is_a_name_from_2_23():
     with pytest.raises(CostModelError, match="'PAT' is not one of .*NCCL 2.22's names"):
         restrict(_h100(version="2.22.3"), {"NCCL_ALGO": "Ring,PAT"})
     restrict(_h100(version="2.23.4"), {"NCCL_ALGO": "Ring,PAT"})
+
+
+def test_tcpx_bandwidth_grows_with_the_channels_that_run():
+    # the GPUDirect-TCPX plugin gives every NCCL connection (a channel and peer) sockets and a
+    # helper thread of its own (transports.channel_scale): the time model charges TCPX's
+    # bandwidth per channel that runs; NCCL's own time (its ranking key) does not move
+    def timed(net, channels):
+        m = NcclModel.for_topology("h100", 2, 8, True, 800.0, 4, "2.19.3", net)
+        env = {"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple"}
+        if channels:
+            env.update(NCCL_MIN_NCHANNELS=str(channels), NCCL_MAX_NCHANNELS=str(channels))
+        r = restrict(m, env)
+        return r.timed_us(K.ALL_REDUCE, 1 << 33), r.choice(K.ALL_REDUCE, 1 << 33)[2]
+    own, eight, twelve, many = (timed("tcpx", c) for c in (0, 8, 12, 32))
+    assert own == eight  # NCCL's default on A3 High: 2 x 4 ring graph channels
+    assert twelve[1] == pytest.approx(eight[1], rel=1e-3)
+    assert twelve[0] == pytest.approx(eight[0] * 8 / 12, rel=0.02)  # latency apart
+    # never faster than NCCL's bandwidth (the NICs' rate as NCCL's graph prices it)
+    assert many[0] >= 0.99 * many[1] and many[0] < twelve[0]
+    # another transport's connections share the NIC: its channels do not change its time
+    ib8, ib12 = timed("ib", 8), timed("ib", 12)
+    assert ib12[0] == pytest.approx(ib8[0], rel=1e-3)

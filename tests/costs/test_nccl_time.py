@@ -151,11 +151,15 @@ def test_what_misses_the_goals_is_said_not_hidden(held_out):
         if (geo is not None and geo > 0.20) or (worst is not None and worst > 2.0):
             misses[name] = (geo, worst)
     assert set(misses) == {"rtx5090-2x1-socket", "dgx-h100-1x8-nvls",
-                           "gcp-a3mega-2x8-h100-tcpxo", "gcp-a3high-2x8-h100-tcpx-ag",
-                           "lambda-b200-2x8-ib", "google-a3high-2x8-h100-tcpx"}
-    # the three GCP A3 High TCPX tables disagree on bandwidth (busbw 89.5 GB/s with 12 channels
-    # forced, 66-68 with 8, 50 for dstack's all-gather): SkyPilot's, 8 channels, meets 20 %
-    assert _summary(held_out["skypilot-a3high-2x8-h100-tcpx"])[0] < 0.20
+                           "gcp-a3mega-2x8-h100-tcpxo", "lambda-b200-2x8-ib",
+                           "skypilot-a3high-2x8-h100-tcpx"}
+    # the three GCP A3 High TCPX tables, timed per channel that runs (transports.channel_scale):
+    # Google's (12 channels forced, busbw 89.5 GB/s) and dstack's all-gather (8, 50 GB/s) meet
+    # 20 %; SkyPilot's (8, 66-68 GB/s: 8 MiB buffers, dstack's 4 MiB and no core bindings)
+    # is predicted from the other two, dstack's 8 channels its only 8-channel evidence
+    for name in ("google-a3high-2x8-h100-tcpx", "gcp-a3high-2x8-h100-tcpx-ag"):
+        assert _summary(held_out[name])[0] < 0.20, name
+    assert _summary(held_out["skypilot-a3high-2x8-h100-tcpx"])[0] < 0.30
     # the two tables run by one thread driving 8 GPUs (nccl-tests -g 8) teach each other the
     # launch term: held out, both meet both goals (the Modal A100 since the fitted share of
     # the channel reduction: its ring LL sizes were timed up to 27 % fast, LL128/Simple 36 %)

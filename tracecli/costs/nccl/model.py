@@ -43,7 +43,7 @@ from .forced import apply, no_algorithm, restrict
 from .pipeline import fill_bytes
 from .report import picks_of, summary_of
 from .timing import TimeParams, channels_used, features, launch_us, time_us
-from .transports import DEFAULT_NET, NETS, nccl_nics, plugin_latency
+from .transports import DEFAULT_NET, NETS, channel_scale, nccl_nics, plugin_latency
 from .tuning import ALGOS, FUNCS, NO_GRAPH, PROTOS, AlgoGraph, Comm, algo_terms, best, tune
 from .versions import DEFAULT_VERSION, constants_for
 
@@ -193,8 +193,11 @@ class NcclModel:
                 self._cache[key] = hit
         return hit
 
-    def features(self, kind: CollectiveKind, charged: int) -> tuple[float, ...]:
-        """The time model's terms of NCCL's pick for ``charged`` bytes (timing.features)."""
+    def features(self, kind: CollectiveKind, charged: int,
+                 params: Optional[TimeParams] = None) -> tuple[float, ...]:
+        """The time model's terms of NCCL's pick for ``charged`` bytes (timing.features);
+        ``params``: the constants that will time them, which cap a per-channel transport's
+        bandwidth at NCCL's (transports.channel_scale; ``None`` to fit)."""
         a, p, _ = self.pick(kind, charged)
         if a == "none":
             return 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
@@ -210,8 +213,11 @@ class NcclModel:
         nvls = a in ("NVLS", "NVLSTree")
         fill = fill_bytes(a, charged, self.compcap, self.topology.nodes,
                           self.nvls.n_channels) if nvls and self.nvls is not None else 0
+        per = 0.0 if params is None else params.bw + (params.ring_net if a == "Ring" else 0.0)
+        scale = channel_scale(self.link_net, a, comm.channels, 2 * self.ring.n_channels,
+                              1.0 / per if per > 0 else 0.0)
         return features(lat, bw, charged, used, comm.channels, self.topology.nodes > 1,
-                        nvls and self.compcap >= 100, nvls, fill, a == "Ring")
+                        nvls and self.compcap >= 100, nvls, fill, a == "Ring", scale)
 
     def time_params(self) -> Optional[tuple[TimeParams, str]]:
         """The fitted constants that time this topology, with their class (fitted.py)."""
@@ -235,7 +241,7 @@ class NcclModel:
         hit = self.time_params()
         if hit is None:  # nothing fitted: NCCL's own time
             return self.pick(kind, charged)[2]
-        feats = self.features(kind, charged)
+        feats = self.features(kind, charged, hit[0])
         return time_us(hit[0], feats) + launch_us(hit[0], gpus_per_thread) if feats[0] else 0.0
 
     def time_ms(self, kind: CollectiveKind, nbytes: float, queued: bool = False) -> float:

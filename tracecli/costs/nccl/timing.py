@@ -46,6 +46,11 @@ model"). tracecli keeps NCCL's CHOICE exactly and times that choice as it runs
   and a tree's often does not. How much faster a ring runs on a network than the other
   algorithms' common factor says is FITTED (``ring_net``, one for all networks, pulled toward
   0).
+- **the channels on TCPX**: GPUDirect-TCPX moves each channel's bytes through sockets and a
+  helper thread of its own, so its bandwidth is the channels that run x a rate a channel, not
+  NCCL's bandwidth: the bandwidth terms are scaled by NCCL's default channel count over the
+  communicator's (``per_channel``, :func:`.transports.channel_scale`; 1 unless
+  ``NCCL_MIN/MAX_NCHANNELS`` move it), never below NCCL's own bandwidth.
 - **the bandwidth**: NCCL's algorithm bandwidth for the pair (the graph's per-channel speed x
   channels, per protocol: LL 1/2, LL128 0.92, tuning.cc:330-352), divided by a FITTED
   efficiency per link class (``bw``): what NVLink, NVLS, and each network transport
@@ -117,7 +122,7 @@ class TimeParams:
 
 def features(lat_us: float, bw_gbps: float, nbytes: int, used: int, channels: int,
              multi_node: bool, nvls_sm100: bool = False, nvls: bool = False, fill: int = 0,
-             ring: bool = False) -> tuple[float, ...]:
+             ring: bool = False, per_channel: float = 1.0) -> tuple[float, ...]:
     """``(1, multi-node?, latency µs, bandwidth µs, NVLS-on-sm100 bandwidth µs, NVLS latency
     µs, fill µs, channel-reduction µs, ring-on-a-network µs)``: the terms each constant
     multiplies. The bandwidth term goes to the fifth where the pick is NVLS or NVLSTree on
@@ -127,9 +132,11 @@ def features(lat_us: float, bw_gbps: float, nbytes: int, used: int, channels: in
     or a tree's hops); the seventh is the pipeline's fill (``fill`` bytes,
     :func:`.pipeline.fill_bytes`) at NCCL's bandwidth; the eighth what running on ``used`` of
     ``channels`` adds to the bandwidth term; the ninth the bandwidth term again where the pick
-    is a ring (``ring``) on several nodes."""
+    is a ring (``ring``) on several nodes. ``per_channel`` scales every bandwidth term: a
+    transport whose connections each move bytes at a rate of their own runs at that rate x
+    the channels, not at NCCL's bandwidth (:func:`.transports.channel_scale`)."""
     frac = min(1.0, used / channels) if channels > 0 else 1.0
-    per_byte = 1.0 / (1000.0 * bw_gbps) if bw_gbps > 0 else 0.0
+    per_byte = per_channel / (1000.0 * bw_gbps) if bw_gbps > 0 else 0.0
     bw_us = nbytes * per_byte / frac
     return (1.0, 1.0 if multi_node else 0.0, 0.0 if nvls else lat_us,
             0.0 if nvls_sm100 else bw_us, bw_us if nvls_sm100 else 0.0,

@@ -12,7 +12,8 @@ v2.30.7-1 and aws/aws-ofi-nccl at 2daf7d3 unless a tag is named):
   (src/platform-aws.cpp:83-139: p4d, p4de, p5, p5e; 75 is also its default for an AWS platform
   it does not list, :771-785), 35 µs on p5en and p6 (:150-211), and 0 on other libfabric
   providers (``OFI_NCCL_NET_LATENCY`` default, include/nccl_ofi_param.h:218-221). Google's
-  TCPX/TCPXO plugins are not public source here: taken as 0, as NCCL's own transports.
+  GPUDirect-TCPX plugin reports 0 (google/nccl-plugin-gpudirecttcpx at 4b8ea7f,
+  src/net_tcpx.cc:737); its TCPXO plugin is not public source here: taken as 0 too.
 - **the NICs it shows NCCL** (:func:`nccl_nics`): NCCL (2.20 and later) merges the ports of
   one multi-port NIC into one device of their summed speed (``NCCL_IB_MERGE_NICS``, default 1:
   v2.21.5-1 src/transport/net_ib.cc:313, 481-500; same PCI device with the function digit
@@ -37,6 +38,20 @@ groups transports whose bytes move the same way:
   and NCCL's socket transport (host-memory staging, helper threads and sockets per connection,
   src/transport/net_socket.cc:192-199, 348-390) move bytes three different ways, and their
   tables disagree (TCPX reaches half the bandwidth NCCL's model gives it, TCPXO all of it).
+
+One transport's bandwidth grows with the channels NCCL runs (:func:`channel_scale`): on TCPX
+every NCCL connection, one a channel and peer, has sockets and helper threads of its own
+(google/nccl-plugin-gpudirecttcpx at 4b8ea7f: ``nThreads x nSocksPerThread`` data sockets and a
+control socket a connection, src/connect.cc:165-219, 528-534, 621-662; ``nThreads`` helper
+threads a connection, each moving its sockets' bytes through the host's TCP stack,
+src/net_tcpx.cc:252-330; Google's settings give each connection one thread and 4 sockets,
+``NCCL_SOCKET_NTHREADS=1 NCCL_NSOCKS_PERTHREAD=4``), so a connection moves bytes at the rate
+of its thread and flows, not of the NIC, and a node's rate is that times the channels crossing
+the network: the time model charges TCPX's bandwidth term per channel that runs, relative to
+NCCL's default count (its bandwidth, ``graph channels x per-channel speed``, v2.18.5-1
+src/graph/tuning.cc:175, is what the default ``2 x graph channels`` share: connect.cc's
+doubling, :attr:`.tuning.Comm.channels`), and never faster than NCCL's bandwidth (the NICs'
+line rate as NCCL's graph prices it). Only ``NCCL_MIN/MAX_NCHANNELS`` (:mod:`.forced`) move it.
 """
 
 from __future__ import annotations
@@ -46,7 +61,7 @@ from typing import Optional
 from .versions import parse_version
 
 __all__ = ["NETS", "FAMILY", "family", "NET_HELP", "DEFAULT_NET", "plugin_latency",
-           "nccl_nics"]
+           "nccl_nics", "PER_CHANNEL", "channel_scale"]
 
 NETS = ("ib", "roce", "efa", "ofi", "tcpx", "tcpxo", "socket")
 # plugins whose receive is unpacked by NCCL's kernels on the GPU (NCCL_NET_DEVICE_UNPACK, which
@@ -63,6 +78,8 @@ NET_HELP = ("Network transport between nodes: ib (InfiniBand verbs), roce (verbs
 DEFAULT_NET = "ib"
 # µs a transport reports to NCCL (props->latency): aws-ofi-nccl's on EFA, 0 elsewhere
 PLUGIN_LATENCY_US = {"efa": 75.0}
+# transports whose connections, one a channel, each move bytes at a rate of their own
+PER_CHANNEL = ("tcpx",)
 
 
 def family(net: str) -> str:
@@ -104,3 +121,19 @@ def nccl_nics(nics: int, gpus_per_node: int, net: Optional[str], version: str) -
         return gpus_per_node, (f"{nics} NICs on {gpus_per_node} GPUs taken as {per}-port NICs, "
                                "whose ports NCCL 2.20+ merges (NCCL_IB_MERGE_NICS)")
     return nics, ""
+
+
+def channel_scale(net: Optional[str], algo: str, channels: int, default: int,
+                  floor: float = 0.0) -> float:
+    """The factor on NCCL's bandwidth term where ``net`` moves bytes per channel (see the
+    module): ``default / channels`` for a ring or a tree on :data:`PER_CHANNEL`, at least
+    ``floor`` (the prediction's cap: never faster than NCCL's bandwidth); 1 elsewhere.
+
+    >>> channel_scale("tcpx", "Ring", 12, 8), channel_scale("tcpx", "Ring", 8, 8)
+    (0.6666666666666666, 1.0)
+    >>> channel_scale("tcpx", "Ring", 32, 8, 0.6), channel_scale("ib", "Ring", 12, 8)
+    (0.6, 1.0)
+    """
+    if net not in PER_CHANNEL or algo not in ("Ring", "Tree") or channels < 1 or default < 1:
+        return 1.0
+    return max(default / channels, floor)

@@ -32,7 +32,8 @@ from tracecli.costs.nccl.tuning import AlgoGraph
 from tracecli.costs.topology import Topology
 from tracecli.model import CollectiveKind
 
-__all__ = ["TrainingTable", "TABLES", "FIXTURES", "b300_rows", "busbw_rows", "table_rows", "inplace_rows"]
+__all__ = ["TrainingTable", "TABLES", "FIXTURES", "b300_rows", "busbw_rows", "csv_rows", "table_rows",
+           "inplace_rows"]
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "nccl"
 _UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
@@ -63,6 +64,8 @@ class TrainingTable:
         if self.fixture.endswith(".md"):
             rows = b300_rows(path) or busbw_rows(path, self.kind, self.nccl().gpus)
             return sorted((n, us) for n, (_, us) in rows.items())
+        if self.fixture.endswith(".csv"):
+            return csv_rows(path, self.kind, self.nccl().gpus)
         return table_rows(path, self.kind, self.nccl().gpus)
 
     def contradicted(self, factor: float = 1.5) -> dict[int, tuple[float, float]]:
@@ -71,7 +74,10 @@ class TrainingTable:
         collective (reported apart by benchmarks/nccl_accuracy.py, still scored and fitted)."""
         if self.fixture.endswith(".md"):
             return {}
-        both = dict(inplace_rows(FIXTURES / self.fixture))
+        if self.fixture.endswith(".csv"):
+            both = dict(csv_rows(FIXTURES / self.fixture, self.kind, self.nccl().gpus, "in"))
+        else:
+            both = dict(inplace_rows(FIXTURES / self.fixture))
         return {n: (us, both[n]) for n, us in self.points()
                 if n in both and max(us / both[n], both[n] / us) > factor}
 
@@ -120,6 +126,44 @@ def busbw_rows(path: Path, kind: CollectiveKind, ranks: int,
         if busbw >= least:
             rows[nbytes] = (busbw, nbytes * factor / (busbw * 1e3))
     return rows
+
+
+def csv_rows(path: Path, kind: CollectiveKind, ranks: int,
+             place: str = "out") -> list[tuple[int, float]]:
+    """``(bytes, µs)`` of the rows of ``ranks`` GPUs of a CSV of nccl-tests results (``#`` lines
+    skipped; columns ``Nodes,GPUs,size(MB),...,out algbw(GB/s),out busbw(GB/s),in algbw(GB/s),
+    in busbw(GB/s)``, sizes in MiB): µs = bytes / algbw of ``place`` (``out`` or ``in``), each row's
+    busbw checked against its algbw x the bus factor of ``kind`` on ``ranks``."""
+    factor = kind_cost(kind).bus(ranks)
+    lines = [(no, raw) for no, raw in enumerate(path.read_text().splitlines(), 1)
+             if raw.strip() and not raw.startswith("#")]
+    if not lines:
+        raise ValueError(f"{path}: no CSV rows")
+    head = [c.strip() for c in lines[0][1].split(",")]
+    want = [f"{place} algbw(GB/s)", f"{place} busbw(GB/s)"]
+    if not {"GPUs", "size(MB)", *want} <= set(head):
+        raise ValueError(f"{path}:{lines[0][0]}: not a header with GPUs, size(MB) and {want}")
+    col = {name: i for i, name in enumerate(head)}
+    rows: dict[int, float] = {}
+    for no, raw in lines[1:]:
+        cells = [c.strip() for c in raw.split(",")]
+        if len(cells) != len(head):
+            raise ValueError(f"{path}:{no}: {len(cells)} cells, the header has {len(head)}")
+        if int(cells[col["GPUs"]]) != ranks:
+            continue
+        size = int(cells[col["size(MB)"]]) << 20
+        algbw, busbw = float(cells[col[want[0]]]), float(cells[col[want[1]]])
+        if not (math.isfinite(algbw) and algbw > 0 and size > 0):
+            raise ValueError(f"{path}:{no}: size {size} or algbw {algbw} is not positive")
+        if abs(busbw - algbw * factor) > max(0.011, 0.006 * busbw):
+            raise ValueError(f"{path}:{no}: busbw/algbw {busbw / algbw:.3f} is not "
+                             f"{factor:.3f} ({kind.value} on {ranks} ranks)")
+        if size in rows:
+            raise ValueError(f"{path}:{no}: size {size} twice for {ranks} GPUs")
+        rows[size] = size / (algbw * 1e3)
+    if not rows:
+        raise ValueError(f"{path}: no rows of {ranks} GPUs")
+    return sorted(rows.items())
 
 
 def table_rows(path: Path, kind: CollectiveKind, ranks: int) -> list[tuple[int, float]]:
@@ -210,6 +254,10 @@ TABLES: tuple[TrainingTable, ...] = (
     TrainingTable("aws-p4d-2x8-a100-efa", "aws_dlami_p4d_2x8_efa_all_reduce_perf_2.23.4.txt", AR,
                   "efa", _topo("a100", 2, 8, 400.0, 4, "2.23.4", "efa"),
                   "AWS Deep Learning AMI developer guide, tutorial-efa-using"),
+    # 2 x p5.48xlarge: the 16-rank rows of a CSV that also holds 4-32 nodes (left out: see README)
+    TrainingTable("aws-p5-2x8-h100-efa", "crazyguitar_aws_p5_h100_efa_all_reduce_perf_2.27.7.csv", AR,
+                  "efa", _topo("h100", 2, 8, 3200.0, 32, "2.27.7", "efa"),
+                  "crazyguitar/aws-gpu-communication-benchmark data/nccl_all_reduce.csv"),
     TrainingTable("dgx-h100-1x8-nvls", "nvidia_dgxc_h100_1x8_all_reduce_perf.txt", AR, None,
                   _topo("h100", 1, 8, 0.0, 0, "2.30.7", None),
                   "NVIDIA/dgxc-benchmarking nccl/README.md"),
@@ -219,6 +267,9 @@ TABLES: tuple[TrainingTable, ...] = (
     TrainingTable("nebius-h100-2x8-ib-large", "skypilot_nebius_h100_2x8_ib_all_reduce_perf_2.23.4.txt",
                   AR, "ib", _topo("h100", 2, 8, 3200.0, 8, "2.23.4", "ib"),
                   "skypilot-org/skypilot examples/nebius_infiniband/README.md", "nebius-h100"),
+    TrainingTable("voltagepark-h100-4x8-ib", "voltagepark_h100_4x8_ib_all_reduce_perf_2.24.3.txt", AR,
+                  "ib", _topo("h100", 4, 8, 3200.0, 8, "2.24.3", "ib"),
+                  "ZiyanIshani/vpbenchmarking results/nccl/nccl_multinode/nccl_allreduce_20260224_225706.txt"),
     TrainingTable("lambda-b200-2x8-ib", "dstack_lambda_b200_2x8_ib_all_reduce_perf_2.26.2.txt", AR,
                   "ib", _topo("b200", 2, 8, 3200.0, 8, "2.26.2", "ib"), DSTACK + "lambda.md"),
     TrainingTable("crusoe-a100-2x8-ib", "dstack_crusoe_a100_2x8_ib_all_reduce_perf.txt", AR, "ib",

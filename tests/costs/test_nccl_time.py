@@ -126,16 +126,22 @@ def test_held_out_goals_on_the_tables_with_small_sizes(held_out):
     # GCP A4 (2 x 8 B200, RoCE), timed as the NCCL 2.26.2 its image builds: within 10 %
     assert _summary(held_out["gcp-a4-2x8-b200-roce"])[0] < 0.10
     # Crusoe 2 x 8 A100 on 8 x 200G InfiniBand, the only A100 InfiniBand table: predicted from
-    # H100/B200 NVLSTree tables and A100 RoCE/EFA ones, within 20 %, and within 2x below 1 MiB
-    # (its worst, 1.96x, the one row its run contradicts: 256 KiB, 193 us out of place, 100 in
-    # place): the NVLS latency factor apart from the ring/tree one (one factor for both made
-    # it 24 % and 1.8x slow)
+    # H100/B200 NVLSTree tables and A100 RoCE/EFA ones, within 10 % from 1 MiB; below, within
+    # 2x but for the one row its run contradicts (256 KiB, 193 us out of place, 100 in place:
+    # 2.45x from 193 since the 4 x 8 Voltage Park table joined; 1.96x before): the NVLS
+    # latency factor apart from the ring/tree one (one factor for both made it 24 % and 1.8x)
     geo, worst = _summary(held_out["crusoe-a100-2x8-ib"])
-    assert geo < 0.20 and worst < 2.0
+    assert geo < 0.10
     bad = next(t for t in TABLES if t.name == "crusoe-a100-2x8-ib").contradicted()
     assert set(bad) == {262144}
     assert nccl_accuracy.summary([(n, m, p) for n, m, p, _ in held_out["crusoe-a100-2x8-ib"]
                                   if n not in bad])[1] < 1.6
+    # the two EFA tables (AWS p4d, A100; p5, H100, 32 MiB-8 GiB) held out from each other, and
+    # the one table of more than 3 nodes (Voltage Park, 4 x 8 H100 on 8 x 400G InfiniBand)
+    # held out from the 2-node ones: within 20 % and 2x
+    for name in ("aws-p5-2x8-h100-efa", "voltagepark-h100-4x8-ib"):
+        geo, worst = _summary(held_out[name])
+        assert geo < 0.20 and (worst is None or worst < 2.0), name
     # GCP A3 Ultra (2 x 8 H200, RoCE through Google's gIB), all-gather from 1 KiB: RoCE's
     # floor is the verbs family's (the other RoCE tables start at 8 MiB), within 20 % and 2x
     # (10.3 %: 5-7 % before the TCPX all-reduce tables moved the network-wide constants)
@@ -152,7 +158,7 @@ def test_what_misses_the_goals_is_said_not_hidden(held_out):
             misses[name] = (geo, worst)
     assert set(misses) == {"rtx5090-2x1-socket", "dgx-h100-1x8-nvls",
                            "gcp-a3mega-2x8-h100-tcpxo", "lambda-b200-2x8-ib",
-                           "skypilot-a3high-2x8-h100-tcpx"}
+                           "skypilot-a3high-2x8-h100-tcpx", "crusoe-a100-2x8-ib"}
     # the three GCP A3 High TCPX tables, timed per channel that runs (transports.channel_scale):
     # Google's (12 channels forced, busbw 89.5 GB/s) and dstack's all-gather (8, 50 GB/s) meet
     # 20 %; SkyPilot's (8, 66-68 GB/s: 8 MiB buffers, dstack's 4 MiB and no core bindings)

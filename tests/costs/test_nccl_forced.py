@@ -183,6 +183,7 @@ def test_another_scale_keeps_the_settings_read_on_its_own_graph():
     ({"NCCL_MAX_NCHANNELS": "1e9"}, "NCCL reads only a whole number"),
     ({"NCCL_NVLS_ENABLE": "on"}, "NCCL reads only a whole number"),
     ({"NCCL_ALGO": ";ring"}, "every entry but the first"),
+    ({"NCCL_ALGO": "ring," * 100}, "NCCL_ALGO's value is over 200 characters"),
     ({"NCCL_BUFFSIZE": "8388608"}, "NCCL_BUFFSIZE is not modelled"),
 ])
 def test_what_cannot_be_modelled_is_refused(env, says):

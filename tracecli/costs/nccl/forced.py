@@ -57,7 +57,8 @@ KNOWN = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS",
          "NCCL_NVLS_ENABLE")
 PREFIXES = (2, 24)  # the release whose parseList reads "collective:list;..." entries
 PAT_FROM = (2, 23)  # the release that named the PAT algorithm
-MAX_SETTING = 200  # characters of one setting's value (a list of 7 names is under 70)
+MAX_SETTING = 200  # characters of one setting's value
+MAX_ENTRY = 69  # of one ;-entry: "reducescatter:^" and all seven names, each once
 _STRTOLL = re.compile(r"\s*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)")
 
 
@@ -203,10 +204,12 @@ def settings(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     unknown = sorted(set(env) - set(KNOWN))
     if unknown:
         raise CostModelError(f"{unknown[0]} is not modelled; known: " + ", ".join(KNOWN))
-    long = next((k for k, v in env.items() if len(v) > MAX_SETTING), None)
+    long = next((k for k, v in env.items() if len(v) > MAX_SETTING
+                 or any(len(e) > MAX_ENTRY for e in v.split(";"))), None)
     if long is not None:
-        raise CostModelError(f"{long}'s value is over {MAX_SETTING} characters; give the "
-                             "setting as the job's environment has it")
+        raise CostModelError(f"{long}'s value is over {MAX_SETTING} characters, or an entry "
+                             f"of it over {MAX_ENTRY}; give the setting as the job's "
+                             "environment has it, each name once")
     return tuple(sorted(env.items()))
 
 

@@ -28,7 +28,9 @@ def summary_of(self: "NcclModel") -> str:
     if self.plugin_latency_us:
         net += f"; the network reports {self.plugin_latency_us:g} us of latency to NCCL"
     if self.nccl_env:
-        net += "; restricted by " + " ".join(f"{k}={v}" for k, v in self.nccl_env)
+        # an entry per word (forced.MAX_ENTRY): at 80 columns a setting wraps between entries
+        net += "; restricted by " + " ".join(f"{k}={v}".replace(";", "; ")
+                                             for k, v in self.nccl_env)
     return (f"{self.name}: NCCL {self.version}'s own model ({constants_for(self.version).tag} "
             f"constants) of {t.nodes} x {t.gpus_per_node} {self.device or 'GPUs'}{fabric}{net}; "
             f"ring graph {r.n_channels} channels x {r.bw_intra:g}/{r.bw_inter:g} GB/s "

@@ -53,20 +53,25 @@ class TrainingTable:
     # NCCL settings the run forced (NCCL_ALGO, NCCL_PROTO, NCCL_MIN/MAX_NCHANNELS), as its
     # source states them: the model is restricted to them (tracecli/costs/nccl/forced.py)
     forced: tuple[tuple[str, str], ...] = ()
+    # rows below it left out: sizes where the run's pick is known not to be NCCL's own
+    min_bytes: int = 0
 
     def nccl(self) -> NcclModel:
         """The table's NCCL model: its topology, restricted to what the run forced."""
         return restrict(self.model(), dict(self.forced)) if self.forced else self.model()
 
     def points(self) -> list[tuple[int, float]]:
-        """``(bytes, measured µs)`` per size, ascending."""
+        """``(bytes, measured µs)`` per size from :attr:`min_bytes`, ascending."""
         path = FIXTURES / self.fixture
         if self.fixture.endswith(".md"):
             rows = b300_rows(path) or busbw_rows(path, self.kind, self.nccl().gpus)
-            return sorted((n, us) for n, (_, us) in rows.items())
-        if self.fixture.endswith(".csv"):
-            return csv_rows(path, self.kind, self.nccl().gpus)
-        return table_rows(path, self.kind, self.nccl().gpus)
+            found = sorted((n, us) for n, (_, us) in rows.items())
+        elif self.fixture.endswith(".csv"):
+            m = self.nccl()
+            found = csv_rows(path, self.kind, m.gpus, nodes=m.topology.nodes)
+        else:
+            found = table_rows(path, self.kind, self.nccl().gpus)
+        return [(n, us) for n, us in found if n >= self.min_bytes]
 
     def contradicted(self, factor: float = 1.5) -> dict[int, tuple[float, float]]:
         """``{bytes: (out-of-place µs, in-place µs)}`` of the rows whose two times, measured in
@@ -75,7 +80,8 @@ class TrainingTable:
         if self.fixture.endswith(".md"):
             return {}
         if self.fixture.endswith(".csv"):
-            both = dict(csv_rows(FIXTURES / self.fixture, self.kind, self.nccl().gpus, "in"))
+            both = dict(csv_rows(FIXTURES / self.fixture, self.kind, self.nccl().gpus, "in",
+                                 nodes=self.nccl().topology.nodes))
         else:
             both = dict(inplace_rows(FIXTURES / self.fixture))
         return {n: (us, both[n]) for n, us in self.points()
@@ -128,12 +134,13 @@ def busbw_rows(path: Path, kind: CollectiveKind, ranks: int,
     return rows
 
 
-def csv_rows(path: Path, kind: CollectiveKind, ranks: int,
-             place: str = "out") -> list[tuple[int, float]]:
+def csv_rows(path: Path, kind: CollectiveKind, ranks: int, place: str = "out",
+             nodes: Optional[int] = None) -> list[tuple[int, float]]:
     """``(bytes, µs)`` of the rows of ``ranks`` GPUs of a CSV of nccl-tests results (``#`` lines
     skipped; columns ``Nodes,GPUs,size(MB),...,out algbw(GB/s),out busbw(GB/s),in algbw(GB/s),
     in busbw(GB/s)``, sizes in MiB): µs = bytes / algbw of ``place`` (``out`` or ``in``), each row's
-    busbw checked against its algbw x the bus factor of ``kind`` on ``ranks``."""
+    busbw checked against its algbw x the bus factor of ``kind`` on ``ranks``, and its node
+    count against ``nodes``; any cell that is not a finite number in range is its line's error."""
     factor = kind_cost(kind).bus(ranks)
     lines = [(no, raw) for no, raw in enumerate(path.read_text().splitlines(), 1)
              if raw.strip() and not raw.startswith("#")]
@@ -141,20 +148,31 @@ def csv_rows(path: Path, kind: CollectiveKind, ranks: int,
         raise ValueError(f"{path}: no CSV rows")
     head = [c.strip() for c in lines[0][1].split(",")]
     want = [f"{place} algbw(GB/s)", f"{place} busbw(GB/s)"]
-    if not {"GPUs", "size(MB)", *want} <= set(head):
-        raise ValueError(f"{path}:{lines[0][0]}: not a header with GPUs, size(MB) and {want}")
+    if not {"Nodes", "GPUs", "size(MB)", *want} <= set(head):
+        raise ValueError(f"{path}:{lines[0][0]}: not a header with Nodes, GPUs, size(MB) and {want}")
     col = {name: i for i, name in enumerate(head)}
     rows: dict[int, float] = {}
     for no, raw in lines[1:]:
         cells = [c.strip() for c in raw.split(",")]
         if len(cells) != len(head):
             raise ValueError(f"{path}:{no}: {len(cells)} cells, the header has {len(head)}")
-        if int(cells[col["GPUs"]]) != ranks:
+
+        def number(name: str, cast, low: float, high: float):
+            try:
+                value = cast(cells[col[name]])
+            except ValueError:
+                raise ValueError(f"{path}:{no}: {name} {cells[col[name]]!r} is not a number") from None
+            if not (math.isfinite(value) and low <= value <= high):
+                raise ValueError(f"{path}:{no}: {name} {value} is out of [{low:g}, {high:g}]")
+            return value
+
+        if number("GPUs", int, 1, 1 << 20) != ranks:
             continue
-        size = int(cells[col["size(MB)"]]) << 20
-        algbw, busbw = float(cells[col[want[0]]]), float(cells[col[want[1]]])
-        if not (math.isfinite(algbw) and algbw > 0 and size > 0):
-            raise ValueError(f"{path}:{no}: size {size} or algbw {algbw} is not positive")
+        if nodes is not None and number("Nodes", int, 1, 1 << 20) != nodes:
+            raise ValueError(f"{path}:{no}: {ranks} GPUs on {cells[col['Nodes']]} nodes, not {nodes}")
+        size = number("size(MB)", int, 1, 1 << 20) << 20
+        algbw = number(want[0], float, 1e-6, 1e5)
+        busbw = number(want[1], float, 0.0, 1e5)
         if abs(busbw - algbw * factor) > max(0.011, 0.006 * busbw):
             raise ValueError(f"{path}:{no}: busbw/algbw {busbw / algbw:.3f} is not "
                              f"{factor:.3f} ({kind.value} on {ranks} ranks)")
@@ -255,9 +273,13 @@ TABLES: tuple[TrainingTable, ...] = (
                   "efa", _topo("a100", 2, 8, 400.0, 4, "2.23.4", "efa"),
                   "AWS Deep Learning AMI developer guide, tutorial-efa-using"),
     # 2 x p5.48xlarge: the 16-rank rows of a CSV that also holds 4-32 nodes (left out: see README)
+    # from 64 MiB: at 32 MiB aws-ofi-nccl's tuner (which the run loads) picks NVLSTree/Simple
+    # above 31457280 B on 16 ranks (aws-ofi-nccl v1.16.3 src/tuner/nccl_ofi_regions.cpp:654-657)
+    # where NCCL's own model picks Ring/LL128; from 64 MiB both pick NVLSTree/Simple
     TrainingTable("aws-p5-2x8-h100-efa", "crazyguitar_aws_p5_h100_efa_all_reduce_perf_2.27.7.csv", AR,
                   "efa", _topo("h100", 2, 8, 3200.0, 32, "2.27.7", "efa"),
-                  "crazyguitar/aws-gpu-communication-benchmark data/nccl_all_reduce.csv"),
+                  "crazyguitar/aws-gpu-communication-benchmark data/nccl_all_reduce.csv",
+                  min_bytes=64 << 20),
     TrainingTable("dgx-h100-1x8-nvls", "nvidia_dgxc_h100_1x8_all_reduce_perf.txt", AR, None,
                   _topo("h100", 1, 8, 0.0, 0, "2.30.7", None),
                   "NVIDIA/dgxc-benchmarking nccl/README.md"),

@@ -8,7 +8,7 @@ In this order (v2.30.7-1 connect.cc:459-505 unless a tag is named):
    more than 45 GB/s a channel inside a node, "to reach peak BW on <8 PPN": while the count is
    under 16 (v2.20.3-1+; before, while twice it fits in ``MAXCHANNELS``, v2.18.5-1:405);
 3. doubled again, under 16, for a network plugin that unpacks on the GPU
-   (``NCCL_NET_DEVICE_UNPACK``, from v2.22.3-1: GPUDirect-TCPX and -TCPXO);
+   (``NCCL_NET_DEVICE_UNPACK``, from v2.22.3-1: GPUDirect-TCPX, transports.UNPACK);
 4. ``NCCL_MAX_NCHANNELS`` bounds it, then ``NCCL_MIN_NCHANNELS`` copies channels up to it
    (``ncclMaxNchannels`` / ``ncclMinNchannels``: clamped to 1..32 and 0..32; unset: -2);
 5. 2.20 to 2.27 only: raised to ``comm->nvlsChannels`` where NVLS runs
@@ -16,8 +16,12 @@ In this order (v2.30.7-1 connect.cc:459-505 unless a tag is named):
    v2.28.3-1): 16 on sm90, on sm100 32 from 2.25 (24 on one node from 2.27)
    (``NVLS_NCHANNELS_SM90`` / ``_SM100`` / ``_SM100_NVL``, v2.27.7-1 nvls.cc:147-198).
 
-NCCL's bandwidths keep the graph's own ``nChannels`` (tuning.cc); this count sets how many
-channels a collective may use (enqueue.cc's channel reduction) and the ring plateau test.
+NCCL's bandwidths keep the graph's own ``nChannels`` (tuning.cc); this count is the ring
+plateau test's (tuning.cc) and, from 2.22, the channels a ring or tree collective starts
+from (enqueue.cc ``int nc = comm->nChannels``, v2.22.3-1:1617). In 2.20 and 2.21 a ring or
+tree starts from ``comm->collChannels``, recorded before the NVLS raise (v2.20.3-1
+connect.cc:471, enqueue.cc:1532; v2.21.5-1 enqueue.cc:1568): :func:`model_channels`'s
+``collective=True``.
 
 >>> comm_channels(4, 45.0, 90, 2, "2.30.7"), comm_channels(4, 48.0, 90, 2, "2.30.7")
 (8, 16)
@@ -74,10 +78,13 @@ def comm_channels(ring_channels: int, ring_bw_intra: float, compcap: int, nodes:
     return n
 
 
-def model_channels(model) -> int:
+def model_channels(model, collective: bool = False) -> int:
     """``comm->nChannels`` of an :class:`~.model.NcclModel`: its ring graph's, under its job's
-    ``NCCL_MIN/MAX_NCHANNELS``."""
+    ``NCCL_MIN/MAX_NCHANNELS``; ``collective``: the count a ring or tree collective starts
+    from (``collChannels`` before 2.22: no NVLS raise)."""
     low, high = channel_bounds(dict(model.nccl_env))
+    v = parse_version(model.version) or (2, 30, 7)
+    raise_ = model.nvls is not None and not (collective and (v[0], v[1]) < (2, 22))
     return comm_channels(model.ring.n_channels, model.ring.bw_intra, model.compcap,
                          model.topology.nodes, model.version, unpack=model.link_net in UNPACK,
-                         nvls=model.nvls is not None, min_channels=low, max_channels=high)
+                         nvls=raise_, min_channels=low, max_channels=high)

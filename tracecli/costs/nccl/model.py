@@ -207,16 +207,16 @@ class NcclModel:
         # platform-aws.cpp:774-780), so the time model's latency term leaves it out
         table = self._table(0.0)
         lat, bw = algo_terms(table, self._func(kind), ALGOS.index(a), PROTOS.index(p), charged)
-        comm = table.comm
-        used = channels_used(a, p, charged, comm.channels, comm.n_ranks,
+        comm, start = table.comm, model_channels(self, collective=True)
+        used = channels_used(a, p, charged, start, comm.n_ranks,
                              self.ring.n_channels * self.ring.bw_intra)
         nvls = a in ("NVLS", "NVLSTree")
-        fill = fill_bytes(a, charged, self.compcap, self.topology.nodes,
-                          self.nvls.n_channels) if nvls and self.nvls is not None else 0
+        fill = fill_bytes(a, charged, self.compcap, self.topology.nodes, self.nvls.n_channels,
+                          self.version) if nvls and self.nvls is not None else 0
         per = 0.0 if params is None else params.bw + (params.ring_net if a == "Ring" else 0.0)
-        scale = channel_scale(self.link_net, a, comm.channels, 2 * self.ring.n_channels,
+        scale = channel_scale(self.link_net, a, start, 2 * self.ring.n_channels,
                               1.0 / per if per > 0 else 0.0)
-        return features(lat, bw, charged, used, comm.channels, self.topology.nodes > 1,
+        return features(lat, bw, charged, used, start, self.topology.nodes > 1,
                         nvls and self.compcap >= 100, nvls, fill, a == "Ring", scale)
 
     def time_params(self) -> Optional[tuple[TimeParams, str]]:

@@ -39,6 +39,9 @@ pipeline full: neither is given a fill (docs/nccl-time-model.md: fitted, both ca
 
 from __future__ import annotations
 
+from .channels import nvls_channels as of_release
+from .versions import parse_version
+
 __all__ = ["chunk_bytes", "loop_bytes", "fill_bytes", "nvls_channels", "NVLS_CHUNK"]
 
 NVLS_CHUNK = 128 * 1024  # NCCL_NVLS_CHUNKSIZE default, nvls.cc:160
@@ -46,9 +49,10 @@ _SHRINK = {"NVLS": ((64, 65536), (8, 32768), (2, 16384)),
            "NVLSTree": ((32, 262144), (16, 131072), (4, 65536), (1, 32768))}
 
 
-def nvls_channels(compcap: int, nodes: int) -> int:
-    """``comm->nvlsChannels`` (nvls.cc:155-157, 208-214)."""
-    return 16 if compcap < 100 else (32 if nodes > 1 else 24)
+def nvls_channels(compcap: int, nodes: int, version: str = "2.30.7") -> int:
+    """``comm->nvlsChannels`` of NCCL ``version`` (:func:`.channels.nvls_channels`)."""
+    v = parse_version(version) or (2, 30, 7)
+    return of_release(compcap, nodes, (v[0], v[1]))
 
 
 def chunk_bytes(algo: str, nbytes: int, concurrent: int, nodes: int) -> int:
@@ -67,11 +71,13 @@ def loop_bytes(algo: str, nbytes: int, channels: int, nodes: int, heads: int) ->
     return chunk_bytes(algo, nbytes, concurrent, nodes) * concurrent
 
 
-def fill_bytes(algo: str, nbytes: int, compcap: int, nodes: int, heads: int) -> int:
+def fill_bytes(algo: str, nbytes: int, compcap: int, nodes: int, heads: int,
+               version: str = "2.30.7") -> int:
     """``stages × min(nbytes, loop)``: the bytes' worth of NCCL's bandwidth the pipeline's
-    fill takes (see the module); 0 for a ring or a tree."""
+    fill takes (see the module) under NCCL ``version``; 0 for a ring or a tree."""
     if algo not in _SHRINK or nbytes <= 0:
         return 0
     stages = 2 + 2 * (max(nodes, 1) - 1).bit_length() if algo == "NVLSTree" else 2
-    loop = loop_bytes(algo, nbytes, nvls_channels(compcap, nodes), nodes, max(heads, 1))
+    loop = loop_bytes(algo, nbytes, nvls_channels(compcap, nodes, version), nodes,
+                      max(heads, 1))
     return stages * min(nbytes, loop)

@@ -48,9 +48,10 @@ model"). tracecli keeps NCCL's CHOICE exactly and times that choice as it runs
   0).
 - **the channels on TCPX**: GPUDirect-TCPX moves each channel's bytes through sockets and a
   helper thread of its own, so its bandwidth is the channels that run x a rate a channel, not
-  NCCL's bandwidth: the bandwidth terms are scaled by NCCL's default channel count over the
-  communicator's (``per_channel``, :func:`.transports.channel_scale`; 1 unless
-  ``NCCL_MIN/MAX_NCHANNELS`` move it), never below NCCL's own bandwidth.
+  NCCL's bandwidth: the bandwidth terms are scaled by twice the ring graph's channels (the
+  count the fitted tables ran) over those a ring or tree starts from (``per_channel``,
+  :func:`.transports.channel_scale`; moved by ``NCCL_MIN/MAX_NCHANNELS`` and, from NCCL 2.22,
+  by the unpack doubling, :mod:`.channels`), never below NCCL's own bandwidth.
 - **the bandwidth**: NCCL's algorithm bandwidth for the pair (the graph's per-channel speed x
   channels, per protocol: LL 1/2, LL128 0.92, tuning.cc:330-352), divided by a FITTED
   efficiency per link class (``bw``): what NVLink, NVLS, and each network transport

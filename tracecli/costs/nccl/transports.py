@@ -13,7 +13,8 @@ v2.30.7-1 and aws/aws-ofi-nccl at 2daf7d3 unless a tag is named):
   it does not list, :771-785), 35 µs on p5en and p6 (:150-211), and 0 on other libfabric
   providers (``OFI_NCCL_NET_LATENCY`` default, include/nccl_ofi_param.h:218-221). Google's
   GPUDirect-TCPX plugin reports 0 (google/nccl-plugin-gpudirecttcpx at 4b8ea7f,
-  src/net_tcpx.cc:737); its TCPXO plugin is not public source here: taken as 0 too.
+  src/net_tcpx.cc:737), its TCPXO plugin 0 too (google/nccl-plugin-gpudirect-tcpxo v1.0.17,
+  tcpdirect_plugin/fastrak_offload/nccl_shim.cc:966).
 - **the NICs it shows NCCL** (:func:`nccl_nics`): NCCL (2.20 and later) merges the ports of
   one multi-port NIC into one device of their summed speed (``NCCL_IB_MERGE_NICS``, default 1:
   v2.21.5-1 src/transport/net_ib.cc:313, 481-500; same PCI device with the function digit
@@ -51,7 +52,10 @@ the network: the time model charges TCPX's bandwidth term per channel that runs,
 NCCL's default count (its bandwidth, ``graph channels x per-channel speed``, v2.18.5-1
 src/graph/tuning.cc:175, is what the default ``2 x graph channels`` share: connect.cc's
 doubling, :attr:`.tuning.Comm.channels`), and never faster than NCCL's bandwidth (the NICs'
-line rate as NCCL's graph prices it). Only ``NCCL_MIN/MAX_NCHANNELS`` (:mod:`.forced`) move it.
+line rate as NCCL's graph prices it). ``NCCL_MIN/MAX_NCHANNELS`` (:mod:`.forced`) move it, and
+so does NCCL 2.22+ with no setting: TCPX unpacks on the GPU (:data:`UNPACK`), so NCCL doubles
+the channels under 16 (:mod:`.channels`) and a ring or tree is timed up to twice as fast,
+capped at NCCL's bandwidth: the mechanism extrapolated, no table runs TCPX on 16 channels.
 """
 
 from __future__ import annotations
@@ -67,8 +71,9 @@ NETS = ("ib", "roce", "efa", "ofi", "tcpx", "tcpxo", "socket")
 # plugins whose receive is unpacked by NCCL's kernels on the GPU (NCCL_NET_DEVICE_UNPACK, which
 # doubles the communicator's channels under 16, channels.py): GPUDirect-TCPX's properties say
 # so (google/nccl-plugin-gpudirecttcpx src/net_tcpx.cc:739, ``netDeviceType = DEV_UNPACK``);
-# TCPXO's plugin source is not public: taken as TCPX's successor on the same unpack path
-UNPACK = ("tcpx", "tcpxo")
+# TCPXO's do not (google/nccl-plugin-gpudirect-tcpxo v1.0.17,
+# tcpdirect_plugin/fastrak_offload/nccl_shim.cc:968, ``NCCL_NET_DEVICE_HOST``)
+UNPACK = ("tcpx",)
 FAMILY = {"ib": "verbs", "roce": "verbs", "efa": "libfabric", "ofi": "libfabric",
           "tcpx": "tcpx", "tcpxo": "tcpxo", "socket": "socket"}
 NET_HELP = ("Network transport between nodes: ib (InfiniBand verbs), roce (verbs over RoCE), "

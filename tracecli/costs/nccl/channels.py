@@ -81,7 +81,17 @@ def comm_channels(ring_channels: int, ring_bw_intra: float, compcap: int, nodes:
 def model_channels(model, collective: bool = False) -> int:
     """``comm->nChannels`` of an :class:`~.model.NcclModel`: its ring graph's, under its job's
     ``NCCL_MIN/MAX_NCHANNELS``; ``collective``: the count a ring or tree collective starts
-    from (``collChannels`` before 2.22: no NVLS raise)."""
+    from (``collChannels`` before 2.22: no NVLS raise). Cached on the model: a plan asks for
+    thousands of sizes."""
+    key = ("comm_channels", collective, model.ring, model.nvls is None, model.nccl_env,
+           model.version, model.topology, model.net, model.compcap)  # what it is made of
+    hit = model._cache.get(key)
+    if hit is None:
+        hit = model._cache[key] = _model_channels(model, collective)
+    return hit
+
+
+def _model_channels(model, collective: bool) -> int:
     low, high = channel_bounds(dict(model.nccl_env))
     v = parse_version(model.version) or (2, 30, 7)
     raise_ = model.nvls is not None and not (collective and (v[0], v[1]) < (2, 22))

@@ -63,6 +63,7 @@ compute_options = options(
                  "ms (default: the trace's optimizer step where it records one, else 0)."),
 )
 
+
 def _nccl_env(ctx, param, value):
     """``NAME=VALUE`` pairs as given (the last of a name wins, as in a shell); none: None."""
     pairs = {}

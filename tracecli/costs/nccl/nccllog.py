@@ -31,6 +31,7 @@ from typing import Optional
 from ...errors import CalibrationError, excerpt
 from ...limits import MAX_RANKS
 from ...inputfile import open_input
+from .forced import MAX_SETTING
 from .tuning import FUNCS
 from .versions import ALGOS, PROTOS, parse_version
 
@@ -53,7 +54,6 @@ _CHOICE_NEW = re.compile(r"NCCL INFO (\w+): (\d+) Bytes -> Algo (\w+) proto (\w+
 _CHOICE_OLD = re.compile(r"NCCL INFO (\d+) Bytes -> Algo (\d+) proto (\d+) time (\S+)")
 _ENV = re.compile(r"NCCL INFO (NCCL_ALGO|NCCL_PROTO|NCCL_MIN_NCHANNELS|NCCL_MAX_NCHANNELS|"
                   r"NCCL_NVLS_ENABLE) set by environment to (.*)$")
-MAX_SETTING = 200  # characters of one setting's value
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,9 @@ _MODULES = [*(HERE / "tracecli").rglob("*.py"),
               if not p.name.startswith("test_") and "fixtures" not in p.parts)]
 NEEDS_TORCH = sorted(str(p.relative_to(HERE)) for p in _MODULES
                      if _IMPORTS_TORCH.search(p.read_text(encoding="utf-8")))
-collect_ignore = [] if TORCH else NEEDS_TORCH
+# the fake GPU's site hook, imported only by rank processes that put it on their path: never
+# collected (a Python whose own sitecustomize is already imported, as Ubuntu's is, would clash)
+collect_ignore = ["tests/fakecuda_site"] + ([] if TORCH else NEEDS_TORCH)
 
 
 def pytest_report_header(config):

@@ -264,6 +264,12 @@ def run_campaign(count: int, seed: int, kinds: list[str] | None = None) -> dict:
             "slowest_s": slowest, "peak_mb": peak}
 
 
+def mapped_bytes() -> int:
+    """This process's address space now (``VmSize``): the limit is ``--memory-gb`` beyond it."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="fuzz worker")
     parser.add_argument("--count", type=int, default=1000)
@@ -271,7 +277,11 @@ def main() -> None:
     parser.add_argument("--kinds", nargs="*")
     parser.add_argument("--memory-gb", type=float, default=3.0)
     args = parser.parse_args()
-    limit = int(args.memory_gb * 2**30)
+    try:  # replay's commands import torch: a CUDA build maps gigabytes of libraries, not input's
+        import torch  # noqa: F401
+    except ImportError:
+        pass
+    limit = mapped_bytes() + int(args.memory_gb * 2**30)
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     sys.path.insert(0, str(ROOT))
     print(json.dumps(run_campaign(args.count, args.seed, args.kinds)))

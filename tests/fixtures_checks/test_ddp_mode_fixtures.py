@@ -1,7 +1,7 @@
 """The fixtures of DDP's modes (issue 24) checked against themselves, standard library only.
 
 ``tests/fixtures/kineto/generate.py`` made each case from one torch 2.13 run (2 gloo ranks,
-CPU): rank 0's profiler trace, and in ``NAME.torch.json`` what torch itself said in that run
+CPU; the ``_cuda`` cases one torch 2.11 NCCL rank on an H100): rank 0's profiler trace, and in ``NAME.torch.json`` what torch itself said in that run
 (the reducer's buckets, its caps, the ready order seen by post-accumulate-grad hooks, the
 flight recorder's list of collectives). These tests check that the two agree with each other
 and with DDP's bucketing rules as ``tests/fixtures/kineto/README.md`` states them from
@@ -18,7 +18,8 @@ import pytest
 
 KINETO = Path(__file__).resolve().parents[1] / "fixtures" / "kineto"
 FIND_UNUSED = ["unused_some", "unused_allused"]
-REBUILT = ["mlp_gradview", "mlp_caplist", "resnet18_default", "resnet18_cap25", "transformer_default"]
+CUDA = ["resnet18_default_cuda", "resnet18_cap25_cuda", "transformer_default_cuda"]  # H100, NCCL
+REBUILT = ["mlp_gradview", "mlp_caplist", "resnet18_default", "resnet18_cap25", "transformer_default", *CUDA]
 CASES = FIND_UNUSED + ["static_graph"] + REBUILT
 MiB = 1024 * 1024
 DTYPES = {"Float": "float", "Int": "int", "Long": "long int"}  # flight recorder -> profiler names
@@ -40,6 +41,13 @@ def step(evs: list[dict], k: int) -> list[dict]:
     return [e for e in evs if e["tid"] == span["tid"] and span["ts"] <= e["ts"] <= span["ts"] + span["dur"]]
 
 
+def window(evs: list[dict], k: int) -> list[dict]:
+    """Every thread's events inside ProfilerStep#k: on a GPU, autograd runs the backward, and
+    DDP's hooks that launch the buckets, on its own device thread."""
+    span = next(e for e in evs if e["name"] == f"ProfilerStep#{k}")
+    return [e for e in evs if span["ts"] <= e["ts"] <= span["ts"] + span["dur"]]
+
+
 def launches(evs: list[dict]) -> list[tuple[str, list]]:
     """The c10d collectives a step launched on its host thread, in order: (op, each
     tensor's shape)."""
@@ -49,6 +57,15 @@ def launches(evs: list[dict]) -> list[tuple[str, list]]:
 
 def issued(a: dict, iteration: int) -> list[dict]:
     return [c for c in a["collectives"] if c["iteration"] == iteration]
+
+
+def backend(a: dict) -> str:
+    return "nccl" if "nccl" in a else "gloo"  # the GPU runs record NCCL's version
+
+
+def op(c: dict) -> str:
+    """A flight-recorder entry's collective without its backend: ``allreduce``, ``broadcast``."""
+    return c["op"].split(":", 1)[1].replace("_", "")
 
 
 def nbytes(p: dict) -> int:
@@ -116,18 +133,19 @@ def test_files_are_small_and_deterministically_gzipped(case):
 def test_sidecar_is_the_runs_parameters(case):
     a = answers(case)
     assert json.loads((KINETO / f"{case}.sizes.json").read_text()) == a["named_parameters"]
-    assert a["torch"].startswith("2.13") and a["profiled_iterations"] == [3, 4]
+    assert a["torch"].startswith("2.11" if case in CUDA else "2.13") and a["profiled_iterations"] == [3, 4]
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_trace_launches_exactly_what_the_flight_recorder_saw(case):
     a, evs = answers(case), events(case)
     for k in a["profiled_iterations"]:
-        fr = [(c["op"].removeprefix("gloo:").replace("_", ""), c["sizes"]) for c in issued(a, k)]
-        assert launches(step(evs, k)) == fr and fr
-    # the gloo worker threads' events carry the dtypes the flight recorder has
+        fr = [(op(c), c["sizes"]) for c in issued(a, k)]
+        assert launches(window(evs, k)) == fr and fr
+    # the backend's own events (gloo's worker threads, NCCL's host thread) carry the dtypes the
+    # flight recorder has
     traced = sorted((e["name"], e["args"]["Input Dims"][0], e["args"]["Input type"][0])
-                    for e in evs if e["name"].startswith("gloo:"))
+                    for e in evs if e["name"].startswith(backend(a) + ":"))
     recorded = sorted((c["op"], c["sizes"][0], DTYPES[c["dtypes"][0]])
                       for k in a["profiled_iterations"] for c in issued(a, k))
     assert traced == recorded
@@ -138,7 +156,7 @@ def test_each_profiled_bucket_is_one_all_reduce_of_its_elements(case):
     a = answers(case)
     buckets = a["buckets"]["profiled"]
     for k in a["profiled_iterations"]:
-        floats = [c["sizes"][0][0] for c in issued(a, k) if c["op"] == "gloo:all_reduce" and c["dtypes"] == ["Float"]]
+        floats = [c["sizes"][0][0] for c in issued(a, k) if op(c) == "allreduce" and c["dtypes"] == ["Float"]]
         assert floats == [b["numel"] for b in buckets]
         assert a["ready_orders"][str(k)] == a["ready_order"]  # both profiled steps ran alike
     assert sorted(n for b in buckets for n in b["params"]) == sorted(p["name"] for p in a["named_parameters"])
@@ -215,8 +233,8 @@ def test_rebuild_after_the_first_iteration_in_ready_order(case):
     a = answers(case)
     assert a["rebuilt_at_iteration"] == 1 and a["ddp"]["has_rebuilt_buckets"] == 1
     nbuckets, n = len(a["buckets"]["profiled"]), len(a["named_parameters"])
-    assert [(c["op"], c["sizes"], c["dtypes"]) for c in issued(a, 1)[:2]] == [
-        ("gloo:broadcast", [[n + 1]], ["Int"]), ("gloo:broadcast", [[nbuckets]], ["Int"])]
+    assert [(op(c), c["sizes"], c["dtypes"]) for c in issued(a, 1)[:2]] == [
+        ("broadcast", [[n + 1]], ["Int"]), ("broadcast", [[nbuckets]], ["Int"])]
     assert torch_buckets(a, "profiled") == rebuild_rule(a, a["ready_order"])
     assert a["ddp"]["rebuilt_bucket_sizes"] == ", ".join(str(b["bytes"]) for b in a["buckets"]["profiled"])
 
@@ -230,7 +248,8 @@ def test_first_bucket_is_1_mib_only_while_bucket_cap_mb_is_left_at_its_default()
     assert [b["bytes"] for b in default["buckets"]["profiled"]] != [b["bytes"] for b in cap25["buckets"]["profiled"]]
 
 
-@pytest.mark.parametrize("case", ["resnet18_default", "transformer_default"])
+@pytest.mark.parametrize("case", ["resnet18_default", "transformer_default", "resnet18_default_cuda",
+                                  "transformer_default_cuda"])
 def test_both_default_limits_shape_the_big_models(case):
     buckets = answers(case)["buckets"]["profiled"]
     assert len(buckets) >= 3

@@ -1,7 +1,8 @@
 """PyTorch profiler (Kineto) traces against torch's own answers from the same runs.
 
 The fixtures come from ``tests/fixtures/kineto/generate.py``: DDP on 2 gloo ranks, torch
-2.13 on CPU. Beside each trace, ``NAME.torch.json`` holds what torch itself said in that
+2.13 on CPU (the ``_cuda`` ones: one NCCL rank on an H100, torch 2.11, the device's kernels in
+the trace). Beside each trace, ``NAME.torch.json`` holds what torch itself said in that
 run: the order ``register_post_accumulate_grad_hook`` saw gradients become ready,
 ``named_parameters()``, and DDP's rebuilt buckets from ``_get_ddp_logging_data()``.
 """
@@ -17,6 +18,7 @@ import pytest
 
 from tracecli import load_trace, readiness
 from tracecli.analysis.observed import observed_run
+from tracecli.errors import PlanError
 from tracecli.model import CollectiveKind
 from tracecli.pipeline import ComputeRequest, CostRequest, plan_trace
 
@@ -25,7 +27,7 @@ from conftest import FIXTURES, SAMPLES, assert_error, run
 KINETO = FIXTURES / "kineto"
 GPU_SAMPLE = SAMPLES / "resnet50_ddp_nccl_2xa100.json.gz"
 MiB = 1024 * 1024
-REBUILT = ["mlp_default", "mlp_cap1", "convbn_cap", "mixed_bf16", "tied_lm"]
+REBUILT = ["mlp_default", "mlp_cap1", "convbn_cap", "mixed_bf16", "tied_lm", "mlp_default_cuda"]
 
 
 def answers(case: str) -> dict:
@@ -111,6 +113,10 @@ def test_ddp_strategy_reproduces_the_buckets_ddp_used(case):
 
 @pytest.mark.parametrize("case", REBUILT)
 def test_observed_plan_is_what_ddp_used(case):
+    if case.endswith("_cuda"):  # one NCCL rank: its all-reduces run no kernel to time
+        with pytest.raises(PlanError, match="one rank, whose all-reduces move nothing"):
+            plan_trace(trace_of(case), "observed", {}, ComputeRequest(), CostRequest())
+        return
     planned = plan_trace(trace_of(case), "observed", {}, ComputeRequest(),
                          CostRequest())
     plan = planned.plan

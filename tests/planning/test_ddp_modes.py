@@ -17,7 +17,9 @@ from tracecli.planning.strategies.ddp_modes import Param, construction_buckets
 
 KINETO = FIXTURES / "kineto"
 MODES = ["unused_some", "unused_allused", "static_graph", "mlp_gradview", "mlp_caplist",
-         "resnet18_default", "resnet18_cap25", "transformer_default"]
+         "resnet18_default", "resnet18_cap25", "transformer_default",
+         # one NCCL rank on an H100 (torch 2.11): the device's kernels time the trace
+         "resnet18_default_cuda", "resnet18_cap25_cuda", "transformer_default_cuda"]
 MiB = 1 << 20
 
 
@@ -55,7 +57,8 @@ def test_ddp_plans_the_buckets_torch_used(case):
 
 @pytest.mark.parametrize("case,find_unused,static", [
     ("unused_some", True, False), ("unused_allused", True, False), ("static_graph", False, True),
-    ("mlp_gradview", False, False), ("resnet18_default", False, False)])
+    ("mlp_gradview", False, False), ("resnet18_default", False, False),
+    ("resnet18_default_cuda", False, False)])
 def test_the_mode_is_read_from_the_trace(case, find_unused, static):
     answers = _answers(case)
     assert answers["ddp_kwargs"].get("find_unused_parameters", False) == find_unused

@@ -22,7 +22,8 @@ from nccl_training import FIXTURES as TRAINING, TABLES, table_rows
 from tracecli.costs.nccl import fitted
 from tracecli.costs.nccl.fit_time import fit, loco, resolve
 from tracecli.costs.nccl.model import NcclModel
-from tracecli.costs.nccl.pipeline import chunk_bytes, fill_bytes, loop_bytes, nvls_channels
+from tracecli.costs.nccl.pipeline import (chunk_bytes, fill_bytes, fill_scale, loop_bytes,
+                                          nvls_channels)
 from tracecli.costs.nccl.timing import channels_used, features, time_us
 from tracecli.model import CollectiveKind as K
 
@@ -395,6 +396,39 @@ def test_nvls_chunks_follow_calc_coll_chunking():
     assert fill_bytes("NVLS", 1 << 20, 90, 1, 8) == 2 << 20
     assert fill_bytes("NVLSTree", 1 << 30, 90, 4, 8) == (2 + 2 * 2) * 16 * 8 * 64 * 1024
     assert fill_bytes("Ring", 1 << 30, 90, 2, 8) == fill_bytes("Tree", 1 << 30, 90, 2, 8) == 0
+
+
+def test_nvlstree_fill_beyond_two_nodes_runs_at_nccl_s_two_node_bandwidth():
+    # NCCL halves NVLSTree's network bandwidth beyond two nodes, its double binary tree's
+    # steady state; one loop's fill crosses each hop once (pipeline.py): it is priced at what
+    # NCCL gives the same graph on two nodes, in units of NCCL's bandwidth on these nodes.
+    from tracecli.costs.nccl.tuning import AlgoGraph
+    h100 = AlgoGraph(8, 40.0, 48.0)  # the 4 x 8 H100 NVLS graph: 8 channels, 40/48 GB/s
+    # v2.24.3-1 tuning.cc:246: min(bwIntra, nNodes <= 2 ? bwInter : bwInter/2)
+    assert fill_scale("NVLSTree", h100, 4, 90, "2.24.3") == pytest.approx(
+        min(40.0, 48.0 / 2) / min(40.0, 48.0))
+    # v2.30.7-1 tuning.cc:310-322: min(bwIntra * nvlsEfficiency 0.85 (tuning.cc:139-144) *
+    # (nChannels-1)/nChannels * 2 (all-reduce), bwInter * (2 on <= 2 nodes), the per-channel
+    # cap perChMaxNVLSTreeBws[Hopper] 57.7 on 2 nodes, 45.5 on 4, tuning.cc:205-211)
+    intra = 40.0 * 0.85 * 7 / 8 * 2
+    assert fill_scale("NVLSTree", h100, 4, 90, "2.30.7") == pytest.approx(
+        min(intra, 48.0, 45.5) / min(intra, 2 * 48.0, 57.7), rel=1e-6)
+    # 2.18 prices the graph's own bandwidth, bwIntra on 2 nodes, bwInter beyond (v2.18.6-1
+    # tuning.cc:174), no halving: the fill is never priced slower than the steady state
+    assert fill_scale("NVLSTree", h100, 8, 90, "2.18.6") == 1.0
+    assert fill_scale("NVLSTree", AlgoGraph(8, 48.0, 24.0), 8, 90, "2.18.6") == 0.5
+    # two nodes, NVLS, a ring, no graph: NCCL's bandwidth as it is
+    assert fill_scale("NVLSTree", h100, 2, 90, "2.24.3") == 1.0
+    assert fill_scale("NVLS", h100, 4, 90, "2.24.3") == fill_scale("Ring", h100, 4, 90) == 1.0
+    assert fill_scale("NVLSTree", None, 4, 90, "2.24.3") == 1.0
+    loop = 16 * 8 * 64 * 1024  # 16 NVLS channels x 8 heads x the 64 KiB chunk from 4 nodes
+    assert fill_bytes("NVLSTree", 1 << 30, 90, 4, 8, "2.24.3", h100) == round(6 * loop * 0.6)
+    assert fill_bytes("NVLSTree", 1 << 30, 90, 2, 8, "2.24.3", h100) == 4 * 2 * loop
+    # the model passes its NVLS graph: the 4 x 8 H100 table's fill is 0.6 of the stages' bytes
+    m = next(t for t in TABLES if t.name == "voltagepark-h100-4x8-ib").nccl()
+    assert m.choice(K.ALL_REDUCE, 64 << 20)[0] == "NVLSTree"
+    f = m.features(K.ALL_REDUCE, 64 << 20)  # fill and bandwidth terms at NCCL's bandwidth
+    assert f[6] / f[3] == pytest.approx(round(6 * (8 << 20) * 0.6) / (64 << 20))
 
 
 def test_the_fill_and_the_channel_factor_are_fitted_within_reason():

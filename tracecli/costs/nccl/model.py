@@ -212,7 +212,7 @@ class NcclModel:
                              self.ring.n_channels * self.ring.bw_intra)
         nvls = a in ("NVLS", "NVLSTree")
         fill = fill_bytes(a, charged, self.compcap, self.topology.nodes, self.nvls.n_channels,
-                          self.version) if nvls and self.nvls is not None else 0
+                          self.version, self.nvls) if nvls and self.nvls is not None else 0
         per = 0.0 if params is None else params.bw + (params.ring_net if a == "Ring" else 0.0)
         scale = channel_scale(self.link_net, a, start, 2 * self.ring.n_channels,
                               1.0 / per if per > 0 else 0.0)

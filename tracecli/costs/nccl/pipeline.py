@@ -25,7 +25,23 @@ src/enqueue.cc:1336-1352):
 
 The fill is then ``stages × min(bytes, loop)`` bytes at NCCL's bandwidth: a collective of
 several loops pays it once, one smaller than a loop pays it on all its bytes (its chunks are
-the loop's). A ring moves all its ranks in lockstep (each step's send needs the previous step's
+the loop's).
+
+- **the fill's rate on more than two nodes** (:func:`fill_scale`): NCCL halves NVLSTree's
+  network bandwidth beyond two nodes (``min(bwIntra, nNodes <= 2 ? bwInter : bwInter/2)``,
+  v2.19.3-1 to v2.27.7-1 tuning.cc, v2.24.3-1 tuning.cc:246; from 2.28 the same as doubling it
+  on two nodes, v2.30.7-1 tuning.cc:320). That is the steady state of its double binary tree
+  (the NVLS channels alternate the two trees of ``ncclGetDtree``, v2.24.3-1
+  src/graph/connect.cc:271-313, trees.cc:88): on four nodes a node inside one tree carries, per
+  loop, two children's chunks going up, its parent's coming down and its own in the other
+  tree, twice the two-node load on its NIC. The fill is ONE loop crossing the tree once, up
+  and then down, never both at a time: no hop of it carries more than one loop a NIC, the
+  two-node load, and its NVLink stages do not depend on the nodes at all. So the fill is
+  priced at the bandwidth NCCL gives the same graph on two nodes: its bytes are scaled by
+  NCCL's bandwidth on ``nodes`` over that one (0.6 for 4 x 8 H100 on 2.24:
+  ``min(40, 48/2) / min(40, 48)``); on two nodes and for NVLS it is 1.
+
+A ring moves all its ranks in lockstep (each step's send needs the previous step's
 receive, all_reduce.h:42-80) and a tree's chunk shrinking (enqueue.cc:2289-2297) keeps its
 pipeline full: neither is given a fill (docs/nccl-time-model.md: fitted, both came out near 0).
 
@@ -39,10 +55,13 @@ pipeline full: neither is given a fill (docs/nccl-time-model.md: fitted, both ca
 
 from __future__ import annotations
 
-from .channels import nvls_channels as of_release
-from .versions import parse_version
+from typing import Optional
 
-__all__ = ["chunk_bytes", "loop_bytes", "fill_bytes", "nvls_channels", "NVLS_CHUNK"]
+from .channels import nvls_channels as of_release
+from .tuning import ALGOS, AlgoGraph, nvls_bw
+from .versions import constants_for, parse_version
+
+__all__ = ["chunk_bytes", "loop_bytes", "fill_bytes", "fill_scale", "nvls_channels", "NVLS_CHUNK"]
 
 NVLS_CHUNK = 128 * 1024  # NCCL_NVLS_CHUNKSIZE default, nvls.cc:160
 _SHRINK = {"NVLS": ((64, 65536), (8, 32768), (2, 16384)),
@@ -71,13 +90,29 @@ def loop_bytes(algo: str, nbytes: int, channels: int, nodes: int, heads: int) ->
     return chunk_bytes(algo, nbytes, concurrent, nodes) * concurrent
 
 
+def fill_scale(algo: str, graph: Optional[AlgoGraph], nodes: int, compcap: int,
+               version: str = "2.30.7") -> float:
+    """NCCL's NVLSTree bandwidth of ``graph`` on ``nodes`` over the one it gives the same graph
+    on two nodes, at most 1: the rate of the fill's stages in units of NCCL's bandwidth; 1 but
+    for NVLSTree on more than two nodes (see the module)."""
+    if algo != "NVLSTree" or nodes <= 2 or graph is None:
+        return 1.0
+    k = constants_for(version)
+    cc = 3 if compcap >= 100 else 2 if compcap >= 90 else 1 if compcap >= 80 else 0
+    # ppn is read for NVLS gathers only; NVLSTree is all-reduce (tuning.cc:288-300)
+    steady = nvls_bw(k, graph, ALGOS.index("NVLSTree"), True, 1.0, nodes, cc, k.nvls_tree[cc][2])
+    fill = nvls_bw(k, graph, ALGOS.index("NVLSTree"), True, 1.0, 2, cc, k.nvls_tree[cc][1])
+    return min(1.0, steady / fill) if fill > 0 and steady > 0 else 1.0  # never slower
+
+
 def fill_bytes(algo: str, nbytes: int, compcap: int, nodes: int, heads: int,
-               version: str = "2.30.7") -> int:
-    """``stages × min(nbytes, loop)``: the bytes' worth of NCCL's bandwidth the pipeline's
-    fill takes (see the module) under NCCL ``version``; 0 for a ring or a tree."""
+               version: str = "2.30.7", graph: Optional[AlgoGraph] = None) -> int:
+    """``stages × min(nbytes, loop)``, × :func:`fill_scale` of the NVLS ``graph`` where one
+    is given: the bytes' worth of NCCL's bandwidth the pipeline's fill takes (see the module)
+    under NCCL ``version``; 0 for a ring or a tree."""
     if algo not in _SHRINK or nbytes <= 0:
         return 0
     stages = 2 + 2 * (max(nodes, 1) - 1).bit_length() if algo == "NVLSTree" else 2
     loop = loop_bytes(algo, nbytes, nvls_channels(compcap, nodes, version), nodes,
                       max(heads, 1))
-    return stages * min(nbytes, loop)
+    return round(stages * min(nbytes, loop) * fill_scale(algo, graph, nodes, compcap, version))

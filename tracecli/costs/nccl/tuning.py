@@ -25,7 +25,7 @@ from typing import Optional
 from .versions import ALGOS, PROTOS, Constants
 
 __all__ = ["FUNCS", "ALGOS", "PROTOS", "AlgoGraph", "Comm", "Table", "tune", "algo_time", "algo_terms",
-           "best", "f32"]
+           "best", "f32", "nvls_bw"]
 
 FUNCS = ("Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce")
 TREE, RING, CN_DIRECT, CN_CHAIN, NVLS, NVLS_TREE, PAT = range(7)
@@ -198,7 +198,7 @@ def _bus_bw(comm: Comm, k: Constants, s: _Setup, func: str, a: int, p: int,
     if a in (NVLS, NVLS_TREE):
         if g.n_channels < 2:
             return None
-        bw = _nvls_bw(k, g, a, ar, s.ppn, nn, s.cc, s.nvls_tree_max)
+        bw = nvls_bw(k, g, a, ar, s.ppn, nn, s.cc, s.nvls_tree_max)
     bus = _protocol_bus(comm, s, a, p, func, f32(g.n_channels * bw), g.n_channels, old)
     if collnet and p != SIMPLE:
         bus = 0.0
@@ -263,8 +263,8 @@ def _collnet_direct_bus(comm: Comm, s: _Setup, g: AlgoGraph, bus: float, bw: flo
     return bus
 
 
-def _nvls_bw(k: Constants, g: AlgoGraph, a: int, ar: bool, ppn: float, nn: int, cc: int,
-             cap: float) -> float:
+def nvls_bw(k: Constants, g: AlgoGraph, a: int, ar: bool, ppn: float, nn: int, cc: int,
+            cap: float) -> float:
     if k.era == "2.18":  # v2.18.6-1 tuning.cc:174: the graph's own bandwidth, no min
         return f32(g.bw_intra if nn <= 2 else g.bw_inter)
     if k.nvls_model == "2.23":  # v2.27.7-1 tuning.cc: NVLS min(intra, inter); NVLSTree halves inter > 2 nodes

@@ -47,8 +47,7 @@ from .tuning import _candidates, algo_time, best
 from .versions import ALGOS, PROTOS
 
 __all__ = ["DEFAULT_RELEASE", "INSTANCES", "TUNER_VARS", "region_pick", "check_env", "active",
-           "note", "tuned",
-           "tuner_doc"]
+           "note", "tuned", "tuner_doc"]
 
 # EFA installer 1.43.2 (2025-08-15) ships libnccl-ofi 1.16.3 (AWS EC2 user guide, "Elastic
 # Fabric Adapter release notes", efa-changelog): the release in the p5 training table's image.

@@ -172,3 +172,15 @@ def test_cli_switches_and_bad_values():
                     "--nccl-env", "OFI_NCCL_TUNER_TYPE=Model"])
     assert bad.exit_code == 2
     assert len(bad.output.strip().splitlines()) == 1 and "Model tuner" in bad.output
+
+
+def test_the_double_fast_path_gives_the_exact_answer(monkeypatch):
+    regions = ot.REGIONS[("p5", "AllReduce")]
+    points = [(float(x), float(y)) for _, _, vs in regions for x, y in vs
+              if x < MAX_SIZE and y < MAX_RANKS]
+    points += [(x + dx, y) for x, y in points for dx in (-1.0, 1.0)]
+    points += [(float(1 << k), float(r)) for k in range(3, 37) for r in (16, 24, 32, 64, 256)]
+    fast = [[ot.inside(p, vs) for _, _, vs in regions] for p in points]
+    real = ot._intersect
+    monkeypatch.setattr(ot, "_intersect", lambda *a: real(*a[:5], True))
+    assert [[ot.inside(p, vs) for _, _, vs in regions] for p in points] == fast

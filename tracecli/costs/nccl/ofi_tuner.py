@@ -80,15 +80,21 @@ def _ext(x: Fraction) -> Fraction:
     return Fraction(q) / (Fraction(2) ** shift)
 
 
-def _intersect(x0, x1, y0, y1, eps: float):
+def _intersect(x0, x1, y0, y1, eps: float, exact: bool = True):
     """``intersect`` (v1.16.3:76-108): ``(1 | -1 | 0, point)``; the point is None where the C
-    code leaves it unset (parallel segments)."""
+    code leaves it unset (parallel segments). ``exact=False``: the quotient in double where it
+    is far from the thresholds (the same answer) and the point in double (near it)."""
     dx, dy = (x1[0] - x0[0], x1[1] - x0[1]), (y1[0] - y0[0], y1[1] - y0[1])
     d = _cross(dy, dx)
     if abs(d) < eps:
         return 0, None
-    a = _ext(Fraction(_cross(x0, dx) - _cross(y0, dx)) / Fraction(d))
-    sect = tuple(float(_ext(Fraction(y0[k]) + _ext(a * Fraction(dy[k])))) for k in (0, 1))
+    num = _cross(x0, dx) - _cross(y0, dx)
+    a = num / d
+    if exact or min(abs(a - t) for t in (-eps, eps, 1 - eps, 1 + eps)) < 1e-6:
+        a = _ext(Fraction(num) / Fraction(d))
+        sect = tuple(float(_ext(Fraction(y0[k]) + _ext(a * Fraction(dy[k])))) for k in (0, 1))
+    else:
+        sect = (y0[0] + a * dy[0], y0[1] + a * dy[1])
     if a < -eps or a > 1 + eps:
         return -1, sect
     if a < eps or a > 1 - eps:
@@ -99,26 +105,34 @@ def _intersect(x0, x1, y0, y1, eps: float):
 
 def _distance(x, y0, y1, eps: float) -> float:
     """``distance`` (v1.16.3:124-141). A zero-length edge (the C code reads an unset point:
-    undefined) counts as far away."""
+    undefined) counts as far away. The point is found in double first, and again as the C
+    code finds it where that lands within 1e-3 of ``x``."""
     dy = (y1[0] - y0[0], y1[1] - y0[1])
-    r, s = _intersect(x, (x[0] + dy[1], x[1] - dy[0]), y0, y1, eps)
-    if r == -1 or s is None:
-        return math.inf
-    return math.hypot(s[0] - x[0], s[1] - x[1])
+    x1 = (x[0] + dy[1], x[1] - dy[0])
+    for exact in (False, True):
+        r, s = _intersect(x, x1, y0, y1, eps, exact)
+        if r == -1 or s is None:
+            return math.inf
+        far = math.sqrt((s[0] - x[0]) ** 2 + (s[1] - x[1]) ** 2)
+        if far > 1e-3:
+            return far
+    return far
 
 
 def inside(point, vertices) -> int:
     """``is_inside_region`` (v1.16.3:158-219): 1 inside, 0 on an edge, -1 outside. The
     bounding box starts from vertex 0's x and vertex 1's y, as the C code does."""
     n = len(vertices)
+    xs, ys = [v[0] for v in vertices], [v[1] for v in vertices]
+    if not (min(xs) - 1 <= point[0] <= max(xs) + 1 and min(ys) - 1 <= point[1] <= max(ys) + 1):
+        return -1  # no edge within 1e-10 either: the C code's answer, found sooner
     for i in range(n):
         if _distance(point, vertices[i], vertices[(i + 1) % n], EPS) < EPS:
             return 0
-    xs, ys = [v[0] for v in vertices], [v[1] for v in vertices]
     if not (min(xs) <= point[0] <= max(xs) and min(ys) <= point[1] <= max(ys)):
         return -1
     far = (2.0 * MAX_SIZE, 2.0 * MAX_RANKS)
-    crosses = sum(_intersect(point, far, vertices[i], vertices[(i + 1) % n], EPS)[0] == 1
+    crosses = sum(_intersect(point, far, vertices[i], vertices[(i + 1) % n], EPS, False)[0] == 1
                   for i in range(n))  # assert() is compiled out: a 0 is not a crossing
     return 1 if crosses & 1 else -1
 

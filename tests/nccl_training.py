@@ -273,13 +273,12 @@ TABLES: tuple[TrainingTable, ...] = (
                   "efa", _topo("a100", 2, 8, 400.0, 4, "2.23.4", "efa"),
                   "AWS Deep Learning AMI developer guide, tutorial-efa-using"),
     # 2 x p5.48xlarge: the 16-rank rows of a CSV that also holds 4-32 nodes (left out: see README)
-    # from 64 MiB: at 32 MiB aws-ofi-nccl's tuner (which the run loads) picks NVLSTree/Simple
-    # above 31457280 B on 16 ranks (aws-ofi-nccl v1.16.3 src/tuner/nccl_ofi_regions.cpp:654-657)
-    # where NCCL's own model picks Ring/LL128; from 64 MiB both pick NVLSTree/Simple
+    # all of them, 32 MiB up: the run loads aws-ofi-nccl 1.16.3's region tuner, which leaves a
+    # communicator of 2 nodes or fewer to NCCL's own choice (src/tuner/nccl_ofi_regions.cpp
+    # v1.16.3:1352-1357; tracecli/costs/nccl/ofi_tuner.py)
     TrainingTable("aws-p5-2x8-h100-efa", "crazyguitar_aws_p5_h100_efa_all_reduce_perf_2.27.7.csv", AR,
                   "efa", _topo("h100", 2, 8, 3200.0, 32, "2.27.7", "efa"),
-                  "crazyguitar/aws-gpu-communication-benchmark data/nccl_all_reduce.csv",
-                  min_bytes=64 << 20),
+                  "crazyguitar/aws-gpu-communication-benchmark data/nccl_all_reduce.csv"),
     TrainingTable("dgx-h100-1x8-nvls", "nvidia_dgxc_h100_1x8_all_reduce_perf.txt", AR, None,
                   _topo("h100", 1, 8, 0.0, 0, "2.30.7", None),
                   "NVIDIA/dgxc-benchmarking nccl/README.md"),

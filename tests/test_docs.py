@@ -416,6 +416,8 @@ def plan_documents() -> list[dict]:
     return [printed("plan-buckets", VGG, "--json"),
             *(printed("plan-buckets", VGG, "--strategy", s, "--json") for s in strategies),
             printed("plan-buckets", VGG, "--json", *TOPOLOGY),
+            # aws-ofi-nccl's tuner: the cost model's "tuner" spelt out (ofi_tuner.py)
+            printed("plan-buckets", VGG, "--json", "--platform", "aws-p5", "--nodes", "4"),
             printed("plan-buckets", VGG, "--json", *MEASURED, "--nccl-tests", CSCS),
             printed("plan-buckets", A100, "--strategy", "observed", "--json"),
             printed("plan-buckets", K + "unused.json.gz", "--strategy", "observed", "--json"),

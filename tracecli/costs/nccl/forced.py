@@ -50,11 +50,12 @@ from ...errors import CostModelError
 from .tuning import (ALGOS, CN_CHAIN, CN_DIRECT, FUNCS, LL128, NVLS, NVLS_TREE, PROTOS, RING,
                      TREE, Table, tune)
 from .versions import parse_version
+from .ofi_tuner import TUNER_VARS, check_env
 
 __all__ = ["restrict", "apply", "enables", "KNOWN", "settings", "channel_bounds", "no_algorithm"]
 
 KNOWN = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS",
-         "NCCL_NVLS_ENABLE")
+         "NCCL_NVLS_ENABLE") + TUNER_VARS  # the last: who tunes on AWS (ofi_tuner.py)
 PREFIXES = (2, 24)  # the release whose parseList reads "collective:list;..." entries
 PAT_FROM = (2, 23)  # the release that named the PAT algorithm
 MAX_SETTING = 200  # characters of one setting's value
@@ -217,6 +218,7 @@ def restrict(model, env: Mapping[str, str]):
     """``model`` as NCCL runs under the settings ``env`` names (:data:`KNOWN`; others refused).
     The settings are checked here, against the model's NCCL release."""
     given = settings(env)
+    check_env(env)
     enables(env, model.version, model.topology.nodes)  # refuses what NCCL would not read
     channel_bounds(env)
     nvls = model.nvls

@@ -40,11 +40,12 @@ from .platforms import PLATFORMS
 from .fit_time import resolve
 from .channels import model_channels
 from .forced import apply, no_algorithm, restrict
+from .ofi_tuner import tuned, tuner_doc
 from .pipeline import fill_bytes
 from .report import picks_of, summary_of
 from .timing import TimeParams, channels_used, features, launch_us, time_us
 from .transports import DEFAULT_NET, NETS, channel_scale, nccl_nics, plugin_latency
-from .tuning import ALGOS, FUNCS, NO_GRAPH, PROTOS, AlgoGraph, Comm, algo_terms, best, tune
+from .tuning import ALGOS, FUNCS, NO_GRAPH, PROTOS, AlgoGraph, Comm, algo_terms, tune
 from .versions import DEFAULT_VERSION, constants_for
 
 __all__ = ["NcclModel", "LINE_FROM", "LINE_TO", "FUNC_OF"]
@@ -185,7 +186,7 @@ class NcclModel:
             if self.gpus <= 1:
                 hit = ("none", "none", 0.0)
             else:
-                us, a, p = best(self._table(), self._func(kind), charged)
+                us, a, p = tuned(self, self._table(), self._func(kind), charged)
                 if a < 0:  # enqueue.cc: "No algorithm/protocol available", the call fails
                     raise no_algorithm(self.version, self._func(kind), self.nccl_env)
                 hit = (ALGOS[a], PROTOS[p], us)
@@ -338,7 +339,7 @@ class NcclModel:
                 "device": self.device, "intra": self.intra, "nic_gbps": self.nic_gbps,
                 "nics": self.nics, "net": self.link_net, "nccl_env": dict(self.nccl_env),
                 "nccl_version": self.version, "constants": constants_for(self.version).tag,
-                "graph": self._graphs(), "time_model": self._time_doc()}
+                "graph": self._graphs(), "time_model": self._time_doc(), "tuner": tuner_doc(self)}
 
     def _time_doc(self) -> Optional[dict[str, Any]]:
         """The fitted constants that time this topology (null where none)."""
@@ -352,8 +353,7 @@ class NcclModel:
                 "nvls": None if self.nvls is None else dict(self.nvls.__dict__),
                 "source": self.graph_source}
 
-    def summary(self) -> str:
-        """One line: what the model is and where its figures come from."""
+    def summary(self) -> str:  # one line: what the model is, where its figures come from
         return summary_of(self)
 
     def on(self, gpus: int) -> "NcclModel":
@@ -394,7 +394,7 @@ class NcclModel:
                 "nodes": self.topology.nodes, "gpus_per_node": self.topology.gpus_per_node,
                 "device": self.device, "intra": self.intra, "nic_gbps": self.nic_gbps,
                 "nics": self.nics, "net": self.link_net, "nccl_env": dict(self.nccl_env),
-                "graph": self._graphs(), "time_model": self._time_doc(),
+                "graph": self._graphs(), "time_model": self._time_doc(), "tuner": tuner_doc(self),
                 "linear": f"secant of NCCL's curve between {LINE_FROM} and {LINE_TO} bytes",
                 "algorithm": {k.value: picks_of(self, k, sizes) for k in FUNC_OF},
                 "source": self.source}

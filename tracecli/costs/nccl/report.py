@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Optional
 
 from ...errors import CostModelError
+from .ofi_tuner import note
 from .transports import nccl_nics
 from .versions import constants_for
 
@@ -31,6 +32,7 @@ def summary_of(self: "NcclModel") -> str:
         # an entry per word (forced.MAX_ENTRY): at 80 columns a setting wraps between entries
         net += "; restricted by " + " ".join(f"{k}={v}".replace(";", "; ")
                                              for k, v in self.nccl_env)
+    net += note(self.name.removeprefix("nccl:"), self.version, t.nodes, dict(self.nccl_env))
     return (f"{self.name}: NCCL {self.version}'s own model ({constants_for(self.version).tag} "
             f"constants) of {t.nodes} x {t.gpus_per_node} {self.device or 'GPUs'}{fabric}{net}; "
             f"ring graph {r.n_channels} channels x {r.bw_intra:g}/{r.bw_inter:g} GB/s "

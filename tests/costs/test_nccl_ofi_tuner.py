@@ -1,0 +1,186 @@
+"""aws-ofi-nccl's region tuner (tracecli/costs/nccl/ofi_tuner.py) against its own source.
+
+The geometry cases are aws-ofi-nccl's own unit test (``tests/unit/region_based_tuner.cpp`` at
+v1.16.3: ``test_extend_region`` and ``test_is_inside_region``). The picks are read off the
+region table ``region_init_internal_p5_p5e`` (``src/tuner/nccl_ofi_regions.cpp`` v1.16.3:615-706)
+by hand: each row names the vertices that put the point where it is.
+"""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from tracecli.cli import cli
+from tracecli.costs.nccl import ofi_tuner as ot
+from tracecli.costs.nccl.model import NcclModel
+from tracecli.errors import CostModelError
+from tracecli.model import CollectiveKind
+
+MAX_SIZE, MAX_RANKS = ot.MAX_SIZE, ot.MAX_RANKS
+MiB = 1024 * 1024
+AR = CollectiveKind.ALL_REDUCE
+
+
+def test_extend_region_as_the_tuner_unit_test():
+    top = (MAX_SIZE, MAX_RANKS)
+    assert ot.extend((2, 8), (4, 8), top) == (MAX_SIZE, 8)
+    assert ot.extend((8, 2), (8, 4), top) == (8, MAX_RANKS)
+    slope = (72.0 - 64.0) / (8290304.0 - 8.0)
+    assert ot.extend((8, 64), (8290304, 72), top) == (MAX_SIZE,
+                                                      72.0 + slope * (MAX_SIZE - 8290304.0))
+    slope = (1024.0 - 64.0) / (16.0 - 8.0)
+    assert ot.extend((8, 64), (16, 1024), top) == ((MAX_RANKS - 1024.0) / slope + 16, MAX_RANKS)
+
+
+def test_is_inside_region_as_the_tuner_unit_test():
+    e = ot.extend((48.0 * MiB, 16), (288.0 * MiB, 128), (MAX_SIZE, MAX_RANKS))
+    region = [e, (288.0 * MiB, 128), (48.0 * MiB, 16), (4.0 * MiB, 2), (MAX_SIZE, 2)]
+    assert all(ot.inside(v, region) == 0 for v in region)
+    walked = 0
+    for i, a in enumerate(region):  # points on the edges, as the C test walks them (its loop
+        b = region[(i + 1) % len(region)]  # runs only where x grows along the edge)
+        if not a[0] < b[0]:
+            continue
+        slope = (b[1] - a[1]) / (b[0] - a[0])
+        c = b[1] - slope * a[0]
+        x = a[0]
+        while x < b[0]:
+            assert ot.inside((x, slope * x + c), region) == 0
+            x, walked = x * 2, walked + 1
+    assert walked == 15  # 4 MiB to 64 GiB along (4M, 2)-(MAX, 2)
+    G = 1024 * MiB
+    inside = [(16 * MiB, 4), (128 * MiB, 4), (G, 4), (4 * G, 4), (16 * G, 4), (32 * G, 4),
+              (64 * MiB, 16), (G, 16), (4 * G, 16), (16 * G, 16), (32 * G, 16), (64 * G, 16),
+              (512 * MiB, 128), (4 * G, 128), (16 * G, 128), (32 * G, 128), (64 * G, 128),
+              (64 * G, 256), (MAX_SIZE - 1.0, 128), (e[0] - 1.0, e[1] - 1.0)]
+    assert [p for p in inside if ot.inside(p, region) != 1] == []
+    outside = [(8 * MiB, 4), (8 * MiB, 32), (8 * MiB, 128), (8 * MiB, 512), (8 * MiB, MAX_RANKS),
+               (16 * MiB, 8), (16 * MiB, 32), (16 * MiB, 128), (16 * MiB, 512),
+               (16 * MiB, MAX_RANKS), (32 * MiB, 16), (32 * MiB, 32), (32 * MiB, 64),
+               (32 * MiB, 128), (32 * MiB, 256), (64 * MiB, 32), (64 * MiB, 64),
+               (64 * MiB, 256), (64 * MiB, 1024), (256 * MiB, 256),
+               (2 * MiB, 2), (200 * MiB, 128), (G, 1024), (G, 2048)]
+    assert [p for p in outside if ot.inside(p, region) != -1] == []
+
+
+# (ranks, bytes, pick) read off region_init_internal_p5_p5e (v1.16.3:615-706), 8 ranks a node
+P5 = [
+    # Tree/LL128 from x = 0 up to its lower edge (31457280,16)-(37748736,32)-(117440512,64)-...
+    (32, 8, ("Tree", "LL128")),
+    (32, 1 * MiB, ("Tree", "LL128")),
+    (32, 37748736, ("Tree", "LL128")),          # the vertex (37748736, 32): on the edge
+    (32, 37748737, ("Ring", "LL128")),          # past it: Ring/LL128's polygon
+    (32, 1073741824, ("Ring", "LL128")),        # below (2147483648, 64)-(1073741824, 17) edge
+    (32, 2 * 1024 * MiB, ("Ring", "Simple")),   # right of Ring/LL128: Ring/Simple's polygon
+    (64, 117440512, ("Tree", "LL128")),         # the vertex (117440512, 64)
+    (64, 117440513, ("Ring", "LL128")),
+    (128, 301989888, ("Tree", "LL128")),        # the vertex (301989888, 128)
+    (128, 301989889, ("Ring", "LL128")),
+    (128, 4 * 1024 * MiB, ("NVLSTree", "Simple")),  # (2147483648,128)-(6442450944,128) edge
+    (128, 8 * 1024 * MiB, ("Ring", "Simple")),  # right of (6442450944,128)-(8053063680,160)
+    (256, 1024 * MiB, ("NVLSTree", "Simple")),  # between (1074790400,256) and (2684354560,256)
+    (256, 301989888, ("Tree", "LL128")),        # the vertex (301989888, 256)
+]
+
+
+@pytest.mark.parametrize("ranks,nbytes,pick", P5)
+def test_p5_picks_read_off_the_region_table(ranks, nbytes, pick):
+    for release in ("1.14.0", "1.16.3", "1.21.1"):  # the same table in every release
+        assert ot.region_pick(release, "p5.48xlarge", "AllReduce", nbytes, ranks,
+                              ranks // 8) == pick
+    assert ot.region_pick("1.16.3", "p5e.48xlarge", "AllReduce", nbytes, ranks,
+                          ranks // 8) == pick
+
+
+def test_two_nodes_are_left_to_nccl_from_1_14_but_not_in_1_13():
+    # v1.14.0+ return before the regions on <= 2 nodes (nccl_ofi_regions.cpp v1.16.3:1352-1357);
+    # v1.13.x has no such test (nccl_ofi_regions.c v1.13.2-aws:975-1033)
+    assert ot.region_pick("1.16.3", "p5.48xlarge", "AllReduce", 64 * MiB, 16, 2) is None
+    assert ot.region_pick("1.13.2-aws", "p5.48xlarge", "AllReduce", 31457280, 16, 2) \
+        == ("Tree", "LL128")  # the vertex (31457280, 16)
+    assert ot.region_pick("1.13.2-aws", "p5.48xlarge", "AllReduce", 31457281, 16, 2) \
+        == ("NVLSTree", "Simple")  # the segment (31457281,16)-(MAX,16)
+    assert ot.region_pick("1.13.2-aws", "p5.48xlarge", "AllReduce", 31457281, 16, 2,
+                          nvls=False) is None  # the v2 interface skips NVLSTree: none left
+
+
+def test_what_the_tuner_does_not_cover():
+    # p4d: not among the instance types nccl_ofi_tuner.c names (v1.13.2-aws:84-90)
+    assert ot.region_pick("1.13.2-aws", "p4d.24xlarge", "AllReduce", MiB, 16, 2) is None
+    # p5 defines only all-reduce at 8 ranks a node; other collectives and shapes: NCCL's own
+    assert ot.region_pick("1.16.3", "p5.48xlarge", "AllGather", MiB, 32, 4) is None
+    assert ot.region_pick("1.16.3", "p5.48xlarge", "AllReduce", MiB, 16, 4) is None
+    # v3: a pair NCCL's table ignores is skipped, the next region that holds the point wins
+    enabled = {("Ring", "LL128"), ("Ring", "Simple"), ("Tree", "LL")}
+    assert ot.region_pick("1.16.3", "p5.48xlarge", "AllReduce", MiB, 32, 4, enabled) is None
+    assert ot.region_pick("1.16.3", "p5.48xlarge", "AllReduce", 64 * MiB, 32, 4, enabled) \
+        == ("Ring", "LL128")
+
+
+def test_who_runs_the_tuner():
+    on = ot.active("aws-p5", "2.27.7", 4, {})
+    assert on == "p5.48xlarge"
+    assert ot.active("dgx-h100", "2.27.7", 4, {}) is None
+    assert ot.active("aws-p5", "2.20.5", 4, {}) is None  # 2.19-2.20: only NCCL_TUNER_PLUGIN's
+    assert ot.active("aws-p5", "2.20.5", 4, {"NCCL_TUNER_PLUGIN": "libnccl-ofi-tuner.so"}) == on
+    assert ot.active("aws-p5", "2.18.6", 4, {"NCCL_TUNER_PLUGIN": "libnccl-ofi-tuner.so"}) \
+        is None
+    # "none": no tuner from 2.28 (tuner.cc v2.28.9-1:56-59); before, a name that opens nothing
+    assert ot.active("aws-p5", "2.28.9", 4, {"NCCL_TUNER_PLUGIN": "none"}) is None
+    assert ot.active("aws-p5", "2.27.7", 4, {"NCCL_TUNER_PLUGIN": "none"}) == on
+    assert ot.active("aws-p5", "2.27.7", 4, {"OFI_NCCL_TUNER_TYPE": "internal"}) is None
+    assert ot.active("aws-p5", "2.27.7", 4, {"OFI_NCCL_FORCE_NUM_RAILS": "16"}) is None
+    # before 1.16.0 the tuner is a library of its own, loaded only where NCCL_TUNER_PLUGIN
+    # names it; the rails test came in 1.16.0
+    assert ot.active("aws-p5", "2.27.7", 4, {}, release="1.14.2") is None
+    named = {"NCCL_TUNER_PLUGIN": "libnccl-ofi-tuner.so", "OFI_NCCL_FORCE_NUM_RAILS": "16"}
+    assert ot.active("aws-p5", "2.27.7", 4, named, release="1.14.2") == on
+    # the p4d table's run (aws-ofi-nccl 1.13.2-aws, NCCL 2.23.4, no NCCL_TUNER_PLUGIN): no tuner
+    assert ot.active("aws-p4d", "2.23.4", 2, {}, release="1.13.2-aws") is None
+    with pytest.raises(CostModelError, match="Model tuner"):
+        ot.check_env({"OFI_NCCL_TUNER_TYPE": "Model"})
+    with pytest.raises(CostModelError, match="not modelled"):
+        ot.check_env({"NCCL_TUNER_PLUGIN": "libnccl-tuner-example.so"})
+
+
+def test_the_model_takes_the_tuners_pick_on_aws_p5():
+    own = NcclModel.for_topology("h100", 4, 8, True, 3200.0, 32, "2.27.7", "efa")
+    p5 = NcclModel.for_platform("aws-p5", 4, "2.27.7")
+    for n in (8, MiB, 64 * MiB, 1 << 30):
+        want = ot.region_pick("1.16.3", "p5.48xlarge", "AllReduce", n, 32, 4)
+        assert p5.choice(AR, n)[:2] == want
+    # where NCCL's own model differs (64 MiB at 32 ranks: NCCL's NVLSTree is not the tuner's)
+    assert any(own.choice(AR, n)[:2] != p5.choice(AR, n)[:2] for n in (8, 64 * MiB, 1 << 30))
+    off = NcclModel.for_platform("aws-p5", 4, "2.27.7").on(32)
+    from tracecli.costs.nccl.forced import restrict
+    internal = restrict(off, {"OFI_NCCL_TUNER_TYPE": "Internal"})
+    assert [internal.choice(AR, n)[:2] for n in (8, 64 * MiB)] == \
+        [own.choice(AR, n)[:2] for n in (8, 64 * MiB)]
+    assert p5.describe()["tuner"]["tunes"] is True and internal.describe()["tuner"] is None
+    two = NcclModel.for_platform("aws-p5", 2, "2.27.7")
+    assert two.describe()["tuner"]["tunes"] is False
+    assert "leaves 2 nodes to NCCL's own pick" in two.summary()
+
+
+def test_cli_switches_and_bad_values():
+    run = CliRunner().invoke
+    ok = run(cli, ["collective", "allreduce", "--platform", "aws-p5", "--nodes", "4", "--json"])
+    assert ok.exit_code == 0, ok.output
+    assert '"tuner"' in ok.output and "p5.48xlarge" in ok.output
+    bad = run(cli, ["collective", "allreduce", "--platform", "aws-p5", "--nodes", "4",
+                    "--nccl-env", "OFI_NCCL_TUNER_TYPE=Model"])
+    assert bad.exit_code == 2
+    assert len(bad.output.strip().splitlines()) == 1 and "Model tuner" in bad.output
+
+
+def test_the_double_fast_path_gives_the_exact_answer(monkeypatch):
+    regions = ot.REGIONS[("p5", "AllReduce")]
+    points = [(float(x), float(y)) for _, _, vs in regions for x, y in vs
+              if x < MAX_SIZE and y < MAX_RANKS]
+    points += [(x + dx, y) for x, y in points for dx in (-1.0, 1.0)]
+    points += [(float(1 << k), float(r)) for k in range(3, 37) for r in (16, 24, 32, 64, 256)]
+    fast = [[ot.inside(p, vs) for _, _, vs in regions] for p in points]
+    real = ot._intersect
+    monkeypatch.setattr(ot, "_intersect", lambda *a: real(*a[:5], True))
+    assert [[ot.inside(p, vs) for _, _, vs in regions] for p in points] == fast

@@ -414,9 +414,9 @@ def test_nvlstree_fill_beyond_two_nodes_runs_at_nccl_s_two_node_bandwidth():
     assert fill_scale("NVLSTree", h100, 4, 90, "2.30.7") == pytest.approx(
         min(intra, 48.0, 45.5) / min(intra, 2 * 48.0, 57.7), rel=1e-6)
     # 2.18 prices the graph's own bandwidth, bwIntra on 2 nodes, bwInter beyond (v2.18.6-1
-    # tuning.cc:174), no halving: the fill is never priced slower than the steady state
+    # tuning.cc:174): no tree-load halving, nothing to undo, whatever the graph
     assert fill_scale("NVLSTree", h100, 8, 90, "2.18.6") == 1.0
-    assert fill_scale("NVLSTree", AlgoGraph(8, 48.0, 24.0), 8, 90, "2.18.6") == 0.5
+    assert fill_scale("NVLSTree", AlgoGraph(8, 48.0, 24.0), 8, 90, "2.18.6") == 1.0
     # two nodes, NVLS, a ring, no graph: NCCL's bandwidth as it is
     assert fill_scale("NVLSTree", h100, 2, 90, "2.24.3") == 1.0
     assert fill_scale("NVLS", h100, 4, 90, "2.24.3") == fill_scale("Ring", h100, 4, 90) == 1.0

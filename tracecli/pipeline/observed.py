@@ -56,8 +56,8 @@ def as_run(trace: Trace, compute: ComputeRequest, cost: Union[CostModel, CostReq
             run.problems or ("the trace records no gradient all-reduce",)), path=trace.path)
     if any(b.collective.start_ms is None for b in run.buckets):
         raise PlanError("the trace does not record when its all-reduces ran; " + (
-            "its run had one rank, whose all-reduces move nothing (NCCL launches no kernel for "
-            "them): an as-run plan needs a run of 2 or more ranks" if world == 1 else
+            "its run had one rank, whose all-reduces move nothing (no kernel or transfer to "
+            "time): an as-run plan needs a run of 2 or more ranks" if world == 1 else
             "profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]"),
             path=trace.path)
     update = update_for(compute, profile)

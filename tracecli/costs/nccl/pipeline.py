@@ -97,6 +97,8 @@ def fill_scale(algo: str, graph: Optional[AlgoGraph], nodes: int, compcap: int,
     for NVLSTree on more than two nodes (see the module)."""
     if algo != "NVLSTree" or nodes <= 2 or graph is None:
         return 1.0
+    if (parse_version(version) or (2, 30, 7)) < (2, 19, 0):  # no tree-load halving to undo:
+        return 1.0  # 2.18 prices NVLSTree at bwIntra on 2 nodes, bwInter beyond (tuning.cc:174)
     k = constants_for(version)
     cc = 3 if compcap >= 100 else 2 if compcap >= 90 else 1 if compcap >= 80 else 0
     # ppn is read for NVLS gathers only; NVLSTree is all-reduce (tuning.cc:288-300)

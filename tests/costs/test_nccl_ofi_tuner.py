@@ -86,11 +86,18 @@ P5 = [
 
 @pytest.mark.parametrize("ranks,nbytes,pick", P5)
 def test_p5_picks_read_off_the_region_table(ranks, nbytes, pick):
-    for release in ("1.14.0", "1.16.3", "1.21.1"):  # the same table in every release
+    for release in ("1.14.0", "1.16.3", "1.18.0"):  # the same table and geometry to 1.18
         assert ot.region_pick(release, "p5.48xlarge", "AllReduce", nbytes, ranks,
                               ranks // 8) == pick
     assert ot.region_pick("1.16.3", "p5e.48xlarge", "AllReduce", nbytes, ranks,
                           ranks // 8) == pick
+
+
+def test_releases_from_1_19_test_in_log2_space_and_are_refused():
+    # transform_log2 (nccl_ofi_regions.cpp v1.21.1:205,242,258): a geometry not ported
+    for release in ("1.19.0", "1.21.1"):
+        with pytest.raises(CostModelError, match="log2"):
+            ot.region_pick(release, "p5.48xlarge", "AllReduce", MiB, 32, 4)
 
 
 def test_two_nodes_are_left_to_nccl_from_1_14_but_not_in_1_13():
@@ -110,7 +117,11 @@ def test_what_the_tuner_does_not_cover():
     assert ot.region_pick("1.13.2-aws", "p4d.24xlarge", "AllReduce", MiB, 16, 2) is None
     # p5 defines only all-reduce at 8 ranks a node; other collectives and shapes: NCCL's own
     assert ot.region_pick("1.16.3", "p5.48xlarge", "AllGather", MiB, 32, 4) is None
-    assert ot.region_pick("1.16.3", "p5.48xlarge", "AllReduce", MiB, 16, 4) is None
+    assert ot.region_pick("1.16.3", "p5.48xlarge", "AllReduce", MiB, 16, 4) is None  # 4 a node
+    # 2 and 1 ranks a node have tables (v1.16.3:708, 818) tracecli does not port: refused
+    for ranks in (8, 4):
+        with pytest.raises(CostModelError, match="not modelled"):
+            ot.region_pick("1.16.3", "p5.48xlarge", "AllReduce", MiB, ranks, 4)
     # v3: a pair NCCL's table ignores is skipped, the next region that holds the point wins
     enabled = {("Ring", "LL128"), ("Ring", "Simple"), ("Tree", "LL")}
     assert ot.region_pick("1.16.3", "p5.48xlarge", "AllReduce", MiB, 32, 4, enabled) is None
@@ -124,20 +135,42 @@ def test_who_runs_the_tuner():
     assert ot.active("dgx-h100", "2.27.7", 4, {}) is None
     assert ot.active("aws-p5", "2.20.5", 4, {}) is None  # 2.19-2.20: only NCCL_TUNER_PLUGIN's
     assert ot.active("aws-p5", "2.20.5", 4, {"NCCL_TUNER_PLUGIN": "libnccl-ofi-tuner.so"}) == on
+    assert ot.active("aws-p5", "2.20.5", 4, {"NCCL_TUNER_PLUGIN": "/opt/lib/libnccl-net.so"}) \
+        == on
+    # 2.19-2.20 dlopen the name as given (misc/tuner.cc v2.20.5-1:29-32): "ofi" opens nothing
+    assert ot.active("aws-p5", "2.20.5", 4, {"NCCL_TUNER_PLUGIN": "ofi"}) is None
+    assert ot.active("aws-p5", "2.21.5", 4, {"NCCL_TUNER_PLUGIN": "ofi"}) == on
+    # 2.21+: an empty name is unset (strlen, v2.21.5-1:61); 2.19-2.20: opens no tuner
+    assert ot.active("aws-p5", "2.27.7", 4, {"NCCL_TUNER_PLUGIN": ""}) == on
+    assert ot.active("aws-p5", "2.20.5", 4, {"NCCL_TUNER_PLUGIN": ""}) is None
     assert ot.active("aws-p5", "2.18.6", 4, {"NCCL_TUNER_PLUGIN": "libnccl-ofi-tuner.so"}) \
         is None
     # "none": no tuner from 2.28 (tuner.cc v2.28.9-1:56-59); before, a name that opens nothing
     assert ot.active("aws-p5", "2.28.9", 4, {"NCCL_TUNER_PLUGIN": "none"}) is None
     assert ot.active("aws-p5", "2.27.7", 4, {"NCCL_TUNER_PLUGIN": "none"}) == on
     assert ot.active("aws-p5", "2.27.7", 4, {"OFI_NCCL_TUNER_TYPE": "internal"}) is None
+    # any other value but Model runs the Region tuner (nccl_ofi_tuner.cpp v1.16.3:72-80)
+    ot.check_env({"OFI_NCCL_TUNER_TYPE": "Region2"})
+    assert ot.active("aws-p5", "2.27.7", 4, {"OFI_NCCL_TUNER_TYPE": "Region2"}) == on
     assert ot.active("aws-p5", "2.27.7", 4, {"OFI_NCCL_FORCE_NUM_RAILS": "16"}) is None
-    # before 1.16.0 the tuner is a library of its own, loaded only where NCCL_TUNER_PLUGIN
-    # names it; the rails test came in 1.16.0
-    assert ot.active("aws-p5", "2.27.7", 4, {}, release="1.14.2") is None
-    named = {"NCCL_TUNER_PLUGIN": "libnccl-ofi-tuner.so", "OFI_NCCL_FORCE_NUM_RAILS": "16"}
-    assert ot.active("aws-p5", "2.27.7", 4, named, release="1.14.2") == on
-    # the p4d table's run (aws-ofi-nccl 1.13.2-aws, NCCL 2.23.4, no NCCL_TUNER_PLUGIN): no tuner
-    assert ot.active("aws-p4d", "2.23.4", 2, {}, release="1.13.2-aws") is None
+    # only 1.16.x's loading is modelled: a library of its own before 1.16.0 (Makefile.am
+    # v1.13.2-aws:96-100), no ncclTunerPlugin_v1 from 1.20.0
+    for release in ("1.14.2", "1.20.0"):
+        with pytest.raises(CostModelError, match="1.16.x only"):
+            ot.active("aws-p5", "2.27.7", 4, {}, release=release)
+    assert ot.active("aws-p5", "2.27.7", 4, {}, release="1.16.0") == on
+    # p4d, p4de: no region table (nccl_ofi_tuner.cpp v1.16.3:100-115): no tuner, json null
+    assert ot.active("aws-p4d", "2.27.7", 4, {}) is None
+    assert ot.active("aws-p4de", "2.27.7", 4, {}) is None
+    p4d = NcclModel.for_platform("aws-p4d", 4, "2.27.7")
+    assert p4d.describe()["tuner"] is None and "tuner" not in p4d.summary()
+    # 2.19-2.20 + aws-ofi-nccl's library named + NCCL_ALGO/NCCL_PROTO: its v1 init returns
+    # ncclInvalidArgument (v1.16.3:269-276), NCCL fails the communicator (init.cc v2.20.5-1:1505)
+    algo = {"NCCL_TUNER_PLUGIN": "libnccl-ofi-tuner.so", "NCCL_PROTO": "Simple"}
+    with pytest.raises(CostModelError, match="fails communicator init"):
+        ot.check_env(algo, "2.20.5")
+    ot.check_env(algo, "2.21.5")  # the v2 interface's init takes no such test
+    ot.check_env({**algo, "NCCL_TUNER_PLUGIN": "ofi"}, "2.20.5")  # opens nothing
     with pytest.raises(CostModelError, match="Model tuner"):
         ot.check_env({"OFI_NCCL_TUNER_TYPE": "Model"})
     with pytest.raises(CostModelError, match="not modelled"):
@@ -163,6 +196,27 @@ def test_the_model_takes_the_tuners_pick_on_aws_p5():
     assert "leaves 2 nodes to NCCL's own pick" in two.summary()
 
 
+def test_shapes_the_tuner_has_a_table_for_but_tracecli_does_not_model():
+    # p5/p5e at 2 ranks a node (region_init_internal_p5_p5e, v1.16.3:708) and p5en at 8
+    # (v1.16.3:284): the tuner tunes, tracecli says it does not model it, NCCL's own pick shown
+    cases = [("aws-p5", 2, "p5.48xlarge"), ("aws-p5e", 2, "p5e.48xlarge"),
+             ("aws-p5en", 8, "p5en.48xlarge"), ("aws-p6-b200", 8, "p6-b200.48xlarge")]
+    run = CliRunner().invoke
+    for platform, per_node, instance in cases:
+        args = ["collective", "allreduce", "--platform", platform, "--nodes", "4",
+                "--gpus-per-node", str(per_node), "--nccl", "2.27.7", "--sizes", "1M,64M"]
+        got = run(cli, args + ["--json"])
+        assert got.exit_code == 0, got.output
+        assert f'"instance": "{instance}", "modelled": false, "tunes": true' in got.output
+        text = run(cli, args, env={"COLUMNS": "400"}).output
+        assert (f"aws-ofi-nccl's tuner picks here; its table for {per_node} GPUs a node of "
+                f"{instance} is not modelled: NCCL's own pick shown") in text
+    # 4 ranks a node: no table, the tuner leaves NCCL's own pick, which tracecli shows
+    four = run(cli, ["collective", "allreduce", "--platform", "aws-p5", "--nodes", "4",
+                     "--gpus-per-node", "4", "--nccl", "2.27.7", "--sizes", "1M", "--json"])
+    assert '"modelled": true, "tunes": false' in four.output
+
+
 def test_cli_switches_and_bad_values():
     run = CliRunner().invoke
     ok = run(cli, ["collective", "allreduce", "--platform", "aws-p5", "--nodes", "4", "--json"])
@@ -172,6 +226,19 @@ def test_cli_switches_and_bad_values():
                     "--nccl-env", "OFI_NCCL_TUNER_TYPE=Model"])
     assert bad.exit_code == 2
     assert len(bad.output.strip().splitlines()) == 1 and "Model tuner" in bad.output
+    for var in ("NCCL_PROTO=Simple", "NCCL_ALGO=Ring"):
+        bad = run(cli, ["collective", "allreduce", "--platform", "aws-p5", "--nodes", "4",
+                        "--nccl", "2.20.5", "--nccl-env", "NCCL_TUNER_PLUGIN=libnccl-net.so",
+                        "--nccl-env", var])
+        assert bad.exit_code == 2 and len(bad.output.strip().splitlines()) == 1, bad.output
+        assert "fails communicator init" in bad.output
+    # tuner settings are listed apart from what restricts NCCL's choice
+    ok = run(cli, ["collective", "allreduce", "--platform", "aws-p5", "--nodes", "4",
+                   "--nccl", "2.27.7", "--nccl-env", "NCCL_TUNER_PLUGIN=none", "--sizes", "1M"],
+             env={"COLUMNS": "400"})
+    assert "tuner settings NCCL_TUNER_PLUGIN=none" in ok.output
+    assert "restricted by" not in ok.output
+    assert "aws-ofi-nccl's tuner makes NCCL take" in ok.output  # the footer: whose pick
 
 
 def test_the_double_fast_path_gives_the_exact_answer(monkeypatch):

@@ -8,6 +8,7 @@ from typing import Optional
 from rich.console import Group
 from rich.text import Text
 
+from ..costs.nccl.ofi_tuner import tuner_doc
 from ..units import format_size
 from .layout import WORD, Column, Fitted, with_rank
 
@@ -48,9 +49,14 @@ def collective_view(op: str, model, rows, measured: Optional[str] = None) -> Gro
                for h in cols]
     shown = Fitted(title, with_rank(columns, ORDER), lines)
     basis = next((r.band.basis for r in rows if r.band is not None), None)
-    foot = Text("predicted: the (algorithm, protocol) NCCL's model picks, timed by tracecli's "
+    doc = tuner_doc(model) if getattr(model, "nccl_env", None) is not None else None
+    picks = ("the (algorithm, protocol) aws-ofi-nccl's tuner makes NCCL take (NCCL's model's "
+             "where it has no region)" if doc and doc["tunes"] and doc["modelled"] else
+             "the (algorithm, protocol) NCCL's model picks")
+    key = " of that pair" if doc and doc["tunes"] and doc["modelled"] else ", its ranking key"
+    foot = Text(f"predicted: {picks}, timed by tracecli's "
                 "model (floor, NCCL's latency and bandwidth terms scaled per link, fitted on "
-                "public nccl-tests tables); NCCL us: NCCL's own model time, its ranking key; "
+                f"public nccl-tests tables); NCCL us: NCCL's own model time{key}; "
                 "error band: (predicted - measured) / measured on tables the constants were not "
                 "fitted on" + (f" ({basis.split(':')[0]})" if basis else "")
                 + ("; error = (predicted - measured) / measured" if measured else ""))

@@ -218,8 +218,8 @@ def restrict(model, env: Mapping[str, str]):
     """``model`` as NCCL runs under the settings ``env`` names (:data:`KNOWN`; others refused).
     The settings are checked here, against the model's NCCL release."""
     given = settings(env)
-    check_env(env)
     enables(env, model.version, model.topology.nodes)  # refuses what NCCL would not read
+    check_env(env, model.version)
     channel_bounds(env)
     nvls = model.nvls
     if "NCCL_NVLS_ENABLE" in env:

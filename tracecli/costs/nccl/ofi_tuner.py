@@ -12,12 +12,17 @@ Sources (tags of github.com/aws/aws-ofi-nccl; NCCL tags of github.com/NVIDIA/ncc
   library ``NCCL_TUNER_PLUGIN`` names (``src/misc/tuner.cc`` v2.20.5-1:29-45); 2.18 has no
   tuners. NCCL 2.21 calls the v2 interface (``nccl_tuner.h`` v2.21.5-1:58), whose answer NCCL
   takes as it is (``enqueue.cc`` v2.21.5-1:1549-1554); 2.22+ the v3 one with NCCL's cost table.
+  2.19-2.20 ``dlopen`` the name as given (v2.20.5-1:29-32; ``NCCL_TUNER_PLUGIN=ofi`` opens
+  nothing), and aws-ofi-nccl's v1 init then fails the communicator where ``NCCL_ALGO`` or
+  ``NCCL_PROTO`` is set (``nccl_ofi_tuner.cpp`` v1.16.3:269-276; ``init.cc`` v2.20.5-1:1505).
+  Only release 1.16.x's loading is modelled (:func:`active`).
 - Whether it tunes. ``nccl_ofi_tuner_init`` (``src/tuner/nccl_ofi_tuner.cpp`` v1.16.3:47-170):
   the instance type (DMI product name) must be ``p5.48xlarge`` or ``p5e.48xlarge`` (lines
   100-101; ``p5en.48xlarge`` and ``p6-b200.48xlarge`` have their own regions, not modelled here);
   ``OFI_NCCL_TUNER_TYPE=Internal`` (case-insensitive, ``include/nccl_ofi_param.h`` v1.16.3:294)
   and, from v1.16.0, any ``OFI_NCCL_FORCE_NUM_RAILS`` (lines 80-97) leave NCCL's own choice;
-  ``OFI_NCCL_TUNER_TYPE=Model`` picks the model tuner (lines 139-154), not modelled here.
+  ``OFI_NCCL_TUNER_TYPE=Model`` picks the model tuner (lines 139-154), not modelled here; any
+  other value runs the Region tuner (lines 72-80). p4d/p4de have no table: no tuner.
 - What it picks. ``region_get_coll_info_internal_v3`` (``src/tuner/nccl_ofi_regions.cpp``
   v1.16.3:1328-1407): nothing on 2 nodes or fewer (lines 1352-1357; added in v1.14.0, absent
   from v1.13.x's ``nccl_ofi_regions.c``:975-1033); else the point ``(nBytes, nRanks)`` is tested
@@ -25,10 +30,12 @@ Sources (tags of github.com/aws/aws-ofi-nccl; NCCL tags of github.com/NVIDIA/ncc
   first region that holds it (inside or on an edge) gets cost 0, which NCCL's argmin then takes.
   No region: NCCL's own choice. The v2 path (lines 1263-1326) skips NVLSTree without NVLS
   support and does not read NCCL's table.
-- The regions. ``region_init_internal_p5_p5e`` (v1.16.3:608-707): all-reduce only, at 8 ranks a
-  node; the same text in every release from v1.13.0-aws to v1.21.1. Geometry: ``intersect``,
-  ``distance``, ``is_inside_region`` and ``extend_region`` (v1.16.3:76-271), ported below
-  with the ``long double`` steps in x86's 80-bit precision (:func:`_ext`).
+- The regions. ``region_init_internal_p5_p5e`` (v1.16.3:608-707): all-reduce at 8 ranks a
+  node, ported here; its tables for 2 and 1 ranks a node (lines 708-896) and p5en's and p6's are
+  not: there tracecli says so and shows NCCL's own pick. Geometry: ``intersect``, ``distance``,
+  ``is_inside_region`` and ``extend_region`` (v1.16.3:76-271, the same in 1.13-1.18), ported
+  below with the ``long double`` steps in x86's 80-bit precision (:func:`_ext`); from 1.19.0
+  the points are tested in log2 space (``transform_log2``, v1.21.1:205,242,258), not ported.
 
 >>> region_pick("1.16.3", "p5.48xlarge", "AllReduce", 64 << 20, 32, 4)
 ('Ring', 'LL128')
@@ -57,7 +64,13 @@ INSTANCES = {"aws-p4d": "p4d.24xlarge", "aws-p4de": "p4de.24xlarge", "aws-p5": "
              "aws-p5e": "p5e.48xlarge", "aws-p5en": "p5en.48xlarge",
              "aws-p6-b200": "p6-b200.48xlarge"}
 COVERED = ("p5.48xlarge", "p5e.48xlarge")  # nccl_ofi_tuner.cpp v1.16.3:100-101
-NOT_MODELLED = ("p5en.48xlarge", "p6-b200.48xlarge")  # their regions: v1.16.3:277-606, 909-1170
+# ranks a node for which each instance type's region_init_internal_* has a table (v1.16.3: p5en
+# 284, 435; p5/p5e 615, 708, 818; p6 942, 1025), all-reduce among them; other shapes: no regions
+SHAPES = {"p5.48xlarge": (8, 2, 1), "p5e.48xlarge": (8, 2, 1), "p5en.48xlarge": (8, 1),
+          "p6-b200.48xlarge": (8, 1)}
+PORTED = 8  # the shape whose table tracecli ports (p5/p5e's); the others' picks are not modelled
+# aws-ofi-nccl 1.16.3's library and the links to it it installs (src/Makefile.am v1.16.3:72-107)
+LIBRARIES = ("libnccl-net-ofi.so", "libnccl-net.so", "libnccl-ofi-tuner.so", "libnccl-tuner-ofi.so")
 MAX_SIZE, MAX_RANKS = 100.0 * 1024 ** 3, 1024.0 * 1024  # nccl_ofi_tuner_region.h v1.16.3:49-54
 EPS = 1e-10  # is_inside_region's eps (v1.16.3:165)
 
@@ -196,12 +209,22 @@ def region_pick(release: str, instance: str, func: str, nbytes: int, ranks: int,
     "AllReduce") of ``nbytes`` on ``ranks`` ranks over ``nodes`` nodes of ``instance``; ``None``
     where it leaves NCCL's own choice. ``enabled``: the pairs NCCL's cost table holds (the v3
     interface skips the others; ``None``: the v2 interface, which skips NVLSTree unless
-    ``nvls``)."""
+    ``nvls``). Releases 1.13-1.18 only: from 1.19.0 the geometry runs on log2 coordinates
+    (``transform_log2``, ``nccl_ofi_regions.cpp`` v1.21.1:205,242,258), not ported. A shape
+    with a table not ported here (2 or 1 ranks a node, :func:`modelled`) is refused too."""
     rel = _release(release)
-    if rel < (1, 13) or instance not in COVERED or ranks != 8 * nodes:
+    if rel >= (1, 19):
+        raise CostModelError(f"aws-ofi-nccl {release}'s region tuner tests points in log2 space "
+                             "(from 1.19.0), which tracecli does not model; it models 1.13-1.18")
+    if rel < (1, 13) or instance not in COVERED or nodes <= 0 or ranks % nodes:
         return None  # before 1.13 p5/p5e had no region tables of this shape (nccl_ofi_regions.c)
     if nodes <= 2 and rel >= (1, 14):
         return None  # nccl_ofi_regions.cpp v1.16.3:1352-1357
+    if ranks // nodes in SHAPES[instance] and ranks // nodes != PORTED:
+        raise CostModelError(f"aws-ofi-nccl's table for {ranks // nodes} GPUs a node on "
+                             f"{instance} is not modelled")
+    if ranks != PORTED * nodes:
+        return None  # no table: no regions
     point = (float(nbytes), float(ranks))
     for algo, proto, vertices in REGIONS.get(("p5", func), ()):
         if enabled is not None and (algo, proto) not in enabled:
@@ -216,76 +239,111 @@ def region_pick(release: str, instance: str, func: str, nbytes: int, ranks: int,
 TUNER_VARS = ("NCCL_TUNER_PLUGIN", "OFI_NCCL_TUNER_TYPE", "OFI_NCCL_FORCE_NUM_RAILS")
 
 
-def check_env(env: Mapping[str, str]) -> None:
-    """Refuse tuner settings tracecli does not model (one line each)."""
+def _nccl(version: str) -> tuple[int, int]:
+    return tuple(int(x) for x in version.split(".")[:2])  # checked by forced/versions first
+
+
+def _opens(plugin: str) -> bool:
+    """Whether NCCL 2.19-2.20's ``dlopen(NCCL_TUNER_PLUGIN)`` (``src/misc/tuner.cc``
+    v2.20.5-1:29-32: the name as given, no ``libnccl-tuner-%s.so``) opens aws-ofi-nccl's
+    library: one of its file names, bare or as a path."""
+    return plugin.rsplit("/", 1)[-1] in LIBRARIES
+
+
+def check_env(env: Mapping[str, str], version: Optional[str] = None) -> None:
+    """Refuse tuner settings tracecli does not model, and those NCCL ``version`` fails the
+    communicator under (one line each)."""
     kind = env.get("OFI_NCCL_TUNER_TYPE")
-    if kind is not None and kind.lower() not in ("region", "internal"):
+    if kind is not None and kind.lower() == "model":  # strcasecmp, nccl_ofi_tuner.cpp v1.16.3:72-80
         raise CostModelError(f"OFI_NCCL_TUNER_TYPE={kind}: tracecli models aws-ofi-nccl's "
                              "Region tuner and Internal (NCCL's own choice); the Model tuner "
                              "is not modelled")
     plugin = env.get("NCCL_TUNER_PLUGIN")
-    if plugin is not None and plugin.lower() != "none" and "ofi" not in plugin.lower():
+    if plugin and plugin.lower() != "none" and "ofi" not in plugin.lower() \
+            and not _opens(plugin):
         raise CostModelError(f"NCCL_TUNER_PLUGIN={plugin}: tracecli models aws-ofi-nccl's "
                              "tuner (a library named *ofi*) or none; another tuner's choice is "
                              "not modelled")
+    if version is not None and (2, 19) <= _nccl(version) < (2, 21) and plugin \
+            and _opens(plugin) and ("NCCL_ALGO" in env or "NCCL_PROTO" in env):
+        raise CostModelError(f"NCCL {version} loads aws-ofi-nccl's tuner ({plugin}), whose init "
+                             "refuses NCCL_ALGO/NCCL_PROTO (nccl_ofi_tuner.cpp v1.16.3:269-276):"
+                             " NCCL fails communicator init; unset them or NCCL_TUNER_PLUGIN")
 
 
 def active(platform: str, version: str, nodes: int, env: Mapping[str, str],
            release: str = DEFAULT_RELEASE) -> Optional[str]:
     """The instance type whose region tuner NCCL ``version`` runs on ``platform`` (a preset
-    name) under ``env``, or ``None`` where the choice is NCCL's own."""
+    name) under ``env``, or ``None`` where the choice is NCCL's own (no tuner loaded, switched
+    off, or no region table for the instance type). Release 1.16.x only, the one the presets'
+    images install: the loading differs before (a library of its own before 1.16.0,
+    ``src/Makefile.am`` v1.13.2-aws:96-100; "Internal" read with ``strcmp`` in 1.13-1.15) and
+    after (no ``ncclTunerPlugin_v1`` from 1.20.0)."""
+    if _release(release)[:2] != (1, 16):
+        raise CostModelError(f"aws-ofi-nccl {release}: tracecli models how NCCL loads the "
+                             "tuner of release 1.16.x only")
     instance = INSTANCES.get(platform)
-    if instance is None or nodes < 2:
-        return None  # not AWS EFA, or no network plugin in use on one node
-    nccl = tuple(int(x) for x in version.split(".")[:2])
-    plugin = env.get("NCCL_TUNER_PLUGIN")
-    named = plugin is not None and "ofi" in plugin.lower()
+    if instance not in SHAPES or nodes < 2:
+        return None  # not AWS EFA, no tuner table (p4d, p4de), or no network plugin on one node
+    nccl = _nccl(version)
+    plugin = env.get("NCCL_TUNER_PLUGIN") or None  # 2.21+: "" is unset (strlen, v2.21.5-1:61)
     if nccl < (2, 19):
         return None  # no tuner interface
-    if nccl < (2, 21) or _release(release) < (1, 16):
-        # 2.19-2.20 open only NCCL_TUNER_PLUGIN's library; before 1.16.0 the tuner is a library
-        # of its own (libnccl-ofi-tuner.so, src/Makefile.am v1.13.2-aws:96-100), bundled into
-        # the net plugin from 1.16.0 (v1.16.3:86-97), where NCCL 2.21+ finds it unasked
-        if not named:
-            return None
+    if nccl < (2, 21):
+        if env.get("NCCL_TUNER_PLUGIN") is None or not _opens(env["NCCL_TUNER_PLUGIN"]):
+            return None  # 2.19-2.20 open only the library NCCL_TUNER_PLUGIN names
     elif plugin is not None and plugin.lower() == "none" and nccl >= (2, 28):
         return None  # tuner.cc v2.28.9-1:56-59; before 2.28 "none" opens nothing: the net plugin's
     if env.get("OFI_NCCL_TUNER_TYPE", "").lower() == "internal":
-        return None
-    if "OFI_NCCL_FORCE_NUM_RAILS" in env and _release(release) >= (1, 16):
-        return None
+        return None  # any other value but Model (refused): the Region tuner (v1.16.3:72-80)
+    if "OFI_NCCL_FORCE_NUM_RAILS" in env:
+        return None  # v1.16.3:80-97
     return instance
 
 
-def note(platform: str, version: str, nodes: int, env: Mapping[str, str]) -> str:
+def _shape(model) -> tuple[Optional[str], bool, bool]:
+    """``(instance, tunes, modelled)`` for ``model``'s job: whether the real tuner tunes this
+    communicator (more than 2 nodes, a table for its GPUs a node) and whether tracecli
+    reproduces what it does (a ported table, or nothing to do)."""
+    nodes = model.topology.nodes
+    instance = active(model.name.removeprefix("nccl:"), model.version, nodes,
+                      dict(model.nccl_env))
+    if instance is None:
+        return None, False, True
+    per_node = model.gpus // nodes if model.gpus % nodes == 0 else 0
+    tunes = nodes > 2 and per_node in SHAPES[instance]
+    return instance, tunes, not tunes or (instance in COVERED and per_node == PORTED)
+
+
+def note(model) -> str:
     """What the model line says of the tuner ("" where there is none to speak of)."""
-    instance = active(platform, version, nodes, env)
+    instance, tunes, modelled = _shape(model)
     if instance is None:
         return ""
-    if instance in NOT_MODELLED:
-        return (f"; aws-ofi-nccl {DEFAULT_RELEASE}'s region tuner also covers {instance}: not "
-                "modelled, NCCL's own pick shown")
-    if instance not in COVERED:
-        return ""
-    if nodes <= 2:
-        return (f"; aws-ofi-nccl {DEFAULT_RELEASE}'s region tuner leaves {nodes} nodes to NCCL's "
-                "own pick")
+    nodes = model.topology.nodes
+    if not tunes:
+        return (f"; aws-ofi-nccl {DEFAULT_RELEASE}'s region tuner " + (
+            f"leaves {nodes} nodes to NCCL's own pick" if nodes <= 2 else
+            f"has no table for {model.gpus // nodes} GPUs a node: NCCL's own pick"))
+    if not modelled:
+        return (f"; aws-ofi-nccl's tuner picks here; its table for {model.gpus // nodes} GPUs a "
+                f"node of {instance} is not modelled: NCCL's own pick shown")
     return (f"; picks by aws-ofi-nccl {DEFAULT_RELEASE}'s region tuner for {instance} where it "
             "has one")
 
 
 def tuned(model, table, func: str, charged: int) -> tuple[float, int, int]:
     """``tuning.best`` with aws-ofi-nccl's region tuner in front where the job runs it
-    (:func:`active`): ``(µs, algorithm, protocol)``, the µs NCCL's own model time of the pair."""
+    (:func:`active`) and tracecli has its table: ``(µs, algorithm, protocol)``, the µs NCCL's
+    own model time of the pair."""
     us, a, p = best(table, func, charged)
-    platform, nodes = model.name.removeprefix("nccl:"), model.topology.nodes
-    instance = active(platform, model.version, nodes, dict(model.nccl_env))
-    if instance is None or a < 0:
+    instance, tunes, modelled = _shape(model)
+    if not tunes or not modelled or a < 0:
         return us, a, p
-    v3 = tuple(int(x) for x in model.version.split(".")[:2]) >= (2, 22)
+    v3 = _nccl(model.version) >= (2, 22)
     enabled = {(ALGOS[x], PROTOS[y]) for x, y in _candidates(table, func)} if v3 else None
-    hit = region_pick(DEFAULT_RELEASE, instance, func, charged, model.gpus, nodes, enabled,
-                      model.nvls is not None)
+    hit = region_pick(DEFAULT_RELEASE, instance, func, charged, model.gpus,
+                      model.topology.nodes, enabled, model.nvls is not None)
     if hit is None:
         return us, a, p
     a, p = ALGOS.index(hit[0]), PROTOS.index(hit[1])
@@ -297,12 +355,11 @@ def tuned(model, table, func: str, charged: int) -> tuple[float, int, int]:
 
 
 def tuner_doc(model) -> Optional[dict]:
-    """``--json``'s ``tuner``: the tuner NCCL runs for this model's job (null: none)."""
-    instance = active(model.name.removeprefix("nccl:"), model.version, model.topology.nodes,
-                      dict(model.nccl_env))
+    """``--json``'s ``tuner``: the tuner NCCL runs for this model's job (null: none, or no region
+    table for the instance type). ``tunes``: the real tuner picks for this communicator;
+    ``modelled``: tracecli's picks are the ones it makes NCCL take."""
+    instance, tunes, modelled = _shape(model)
     if instance is None:
         return None
     return {"name": "aws-ofi-nccl region tuner", "release": DEFAULT_RELEASE,
-            "instance": instance, "modelled": instance in COVERED,
-            "tunes": instance in COVERED and model.topology.nodes > 2
-            and model.gpus == 8 * model.topology.nodes}
+            "instance": instance, "modelled": modelled, "tunes": tunes}

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Optional
 
 from ...errors import CostModelError
-from .ofi_tuner import note
+from .ofi_tuner import TUNER_VARS, note
 from .transports import nccl_nics
 from .versions import constants_for
 
@@ -28,11 +28,14 @@ def summary_of(self: "NcclModel") -> str:
         net += f" (NCCL sees {self.nic_devices}: {nccl_nics(self.nics, t.gpus_per_node, self.link_net, self.version)[1]})"
     if self.plugin_latency_us:
         net += f"; the network reports {self.plugin_latency_us:g} us of latency to NCCL"
-    if self.nccl_env:
+    forced = [(k, v) for k, v in self.nccl_env if k not in TUNER_VARS]
+    if forced:
         # an entry per word (forced.MAX_ENTRY): at 80 columns a setting wraps between entries
-        net += "; restricted by " + " ".join(f"{k}={v}".replace(";", "; ")
-                                             for k, v in self.nccl_env)
-    net += note(self.name.removeprefix("nccl:"), self.version, t.nodes, dict(self.nccl_env))
+        net += "; restricted by " + " ".join(f"{k}={v}".replace(";", "; ") for k, v in forced)
+    tuner = [f"{k}={v}" for k, v in self.nccl_env if k in TUNER_VARS]
+    if tuner:  # who tunes, not what NCCL may pick (ofi_tuner.active)
+        net += "; tuner settings " + " ".join(tuner)
+    net += note(self)
     return (f"{self.name}: NCCL {self.version}'s own model ({constants_for(self.version).tag} "
             f"constants) of {t.nodes} x {t.gpus_per_node} {self.device or 'GPUs'}{fabric}{net}; "
             f"ring graph {r.n_channels} channels x {r.bw_intra:g}/{r.bw_inter:g} GB/s "

@@ -305,9 +305,10 @@ def _shape(model) -> tuple[Optional[str], bool, bool]:
     """``(instance, tunes, modelled)`` for ``model``'s job: whether the real tuner tunes this
     communicator (more than 2 nodes, a table for its GPUs a node) and whether tracecli
     reproduces what it does (a ported table, or nothing to do)."""
-    nodes = model.topology.nodes
-    instance = active(model.name.removeprefix("nccl:"), model.version, nodes,
-                      dict(model.nccl_env))
+    nodes, platform = model.topology.nodes, model.name.removeprefix("nccl:")
+    if platform not in INSTANCES:  # every pick asks: not AWS, no tuner (as active() would say)
+        return None, False, True
+    instance = active(platform, model.version, nodes, dict(model.nccl_env))
     if instance is None:
         return None, False, True
     per_node = model.gpus // nodes if model.gpus % nodes == 0 else 0

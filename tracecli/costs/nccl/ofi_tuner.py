@@ -51,7 +51,7 @@ from typing import Mapping, Optional
 
 from ...errors import CostModelError
 from .tuning import _candidates, algo_time, best
-from .versions import ALGOS, PROTOS
+from .versions import ALGOS, PROTOS, parse_version
 
 __all__ = ["DEFAULT_RELEASE", "INSTANCES", "TUNER_VARS", "region_pick", "check_env", "active",
            "note", "tuned", "tuner_doc"]
@@ -240,7 +240,7 @@ TUNER_VARS = ("NCCL_TUNER_PLUGIN", "OFI_NCCL_TUNER_TYPE", "OFI_NCCL_FORCE_NUM_RA
 
 
 def _nccl(version: str) -> tuple[int, int]:
-    return tuple(int(x) for x in version.split(".")[:2])  # checked by forced/versions first
+    return (parse_version(version) or (0, 0, 0))[:2]  # checked by forced/versions first
 
 
 def _opens(plugin: str) -> bool:

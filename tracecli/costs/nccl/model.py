@@ -44,7 +44,7 @@ from .ofi_tuner import tuned, tuner_doc
 from .pipeline import fill_bytes
 from .report import picks_of, summary_of
 from .timing import TimeParams, channels_used, features, launch_us, time_us
-from .transports import DEFAULT_NET, NETS, channel_scale, nccl_nics, plugin_latency
+from .transports import DEFAULT_NET, NETS, channel_scale, efa_class, nccl_nics, plugin_latency
 from .tuning import ALGOS, FUNCS, NO_GRAPH, PROTOS, AlgoGraph, Comm, algo_terms, tune
 from .versions import DEFAULT_VERSION, constants_for
 
@@ -224,8 +224,18 @@ class NcclModel:
         """The fitted constants that time this topology, with their class (fitted.py)."""
         if "params" not in self._cache:
             from .fitted import FITTED
-            self._cache["params"] = resolve(FITTED, self.link_net)
+            self._cache["params"] = resolve(FITTED, self.time_class)
         return self._cache["params"]
+
+    @property
+    def time_class(self) -> Optional[str]:
+        """The class of fitted constants that times this topology: :attr:`link_net`, and on
+        EFA the protocol aws-ofi-nccl runs there (:func:`.transports.efa_class`)."""
+        net = self.link_net
+        if net != "efa":
+            return net
+        p = PLATFORMS.get(self.name.removeprefix("nccl:"))
+        return efa_class(p.protocol if p else None, self.nics or 0, self.topology.gpus_per_node)
 
     @property
     def link_net(self) -> Optional[str]:
@@ -324,7 +334,8 @@ class NcclModel:
             return None
         from .accuracy import error_table
 
-        table = error_table("local" if self.link_net is None else "network", self.link_net, hit[1])
+        table = error_table("local" if self.link_net is None else "network", self.time_class,
+                            hit[1])
         return table.at(kind, charged) if table else None
 
     def algorithm_protocol(self, kind: CollectiveKind, nbytes: float) -> Optional[tuple[str, str]]:

@@ -138,7 +138,10 @@ def test_who_runs_the_tuner():
     on = ot.active("aws-p5", "2.27.7", 4, {})
     assert on == "p5.48xlarge"
     assert ot.active("dgx-h100", "2.27.7", 4, {}) is None
-    assert ot.active("aws-p5", "2.20.5", 4, {}) is None  # 2.19-2.20: only NCCL_TUNER_PLUGIN's
+    # 2.19-2.20 open only NCCL_TUNER_PLUGIN's library, which 1.16's net plugin sets, where it
+    # is unset, to its own (configure_tuner, platform-aws.cpp v1.16.3:475-531): loaded
+    assert ot.active("aws-p5", "2.20.5", 4, {}) == on
+    assert ot.active("aws-p5", "2.20.5", 4, {"NCCL_TUNER_PLUGIN": "none"}) is None
     assert ot.active("aws-p5", "2.20.5", 4, {"NCCL_TUNER_PLUGIN": "libnccl-ofi-tuner.so"}) == on
     assert ot.active("aws-p5", "2.20.5", 4, {"NCCL_TUNER_PLUGIN": "/opt/lib/libnccl-net.so"}) \
         == on
@@ -176,6 +179,19 @@ def test_who_runs_the_tuner():
         ot.check_env(algo, "2.20.5")
     ot.check_env(algo, "2.21.5")  # the v2 interface's init takes no such test
     ot.check_env({**algo, "NCCL_TUNER_PLUGIN": "ofi"}, "2.20.5")  # opens nothing
+    # unset on an AWS preset: the net plugin names its own library, whose v1 init refuses
+    unset = {"NCCL_ALGO": "Ring"}
+    with pytest.raises(CostModelError, match=r"\(libnccl-net.so\).*fails communicator init"):
+        ot.check_env(unset, "2.20.5", "aws-p4d")
+    ot.check_env(unset, "2.20.5", "dgx-h100")  # no aws-ofi-nccl: no tuner
+    ot.check_env({**unset, "NCCL_TUNER_PLUGIN": "none"}, "2.20.5", "aws-p5")
+    # OFI_NCCL_TUNER_TYPE=Model: p6-b200 has no Model tuner (is_model_supported,
+    # nccl_ofi_model.cpp v1.16.3:130-137), so its Region tuner runs (nccl_ofi_tuner.cpp:138)
+    ot.check_env({"OFI_NCCL_TUNER_TYPE": "Model"}, "2.27.7", "aws-p6-b200")
+    assert ot.active("aws-p6-b200", "2.27.7", 4, {"OFI_NCCL_TUNER_TYPE": "Model"}) \
+        == "p6-b200.48xlarge"
+    with pytest.raises(CostModelError, match="Model tuner"):
+        ot.check_env({"OFI_NCCL_TUNER_TYPE": "model"}, "2.27.7", "aws-p5en")
     with pytest.raises(CostModelError, match="Model tuner"):
         ot.check_env({"OFI_NCCL_TUNER_TYPE": "Model"})
     with pytest.raises(CostModelError, match="not modelled"):

@@ -10,8 +10,9 @@ Sources (tags of github.com/aws/aws-ofi-nccl; NCCL tags of github.com/NVIDIA/ncc
   plugin's library when ``NCCL_TUNER_PLUGIN`` is unset or names no library it can open
   (``src/misc/tuner.cc`` v2.21.5-1:62-104; ``src/plugin/tuner.cc`` v2.27.7-1:53-59); 2.28+
   reads ``NCCL_TUNER_PLUGIN=none`` as no tuner (v2.28.9-1:56-59). NCCL 2.19-2.20 open only the
-  library ``NCCL_TUNER_PLUGIN`` names (``src/misc/tuner.cc`` v2.20.5-1:29-45); 2.18 has no
-  tuners. NCCL 2.21 calls the v2 interface (``nccl_tuner.h`` v2.21.5-1:58), whose answer NCCL
+  library ``NCCL_TUNER_PLUGIN`` names (``src/misc/tuner.cc`` v2.20.5-1:29-45), which 1.16's
+  net plugin sets, where it is unset, to its own library (``libnccl-net.so``,
+  ``platform-aws.cpp`` v1.16.3:475-531, :func:`_tuner_name`); 2.18 has no tuners. NCCL 2.21 calls the v2 interface (``nccl_tuner.h`` v2.21.5-1:58), whose answer NCCL
   takes as it is (``enqueue.cc`` v2.21.5-1:1549-1554); 2.22+ the v3 one with NCCL's cost table.
   2.19-2.20 ``dlopen`` the name as given (v2.20.5-1:29-32; ``NCCL_TUNER_PLUGIN=ofi`` opens
   nothing), and aws-ofi-nccl's v1 init then fails the communicator where ``NCCL_ALGO`` or
@@ -212,11 +213,16 @@ def _opens(plugin: str) -> bool:
     return plugin.rsplit("/", 1)[-1] in LIBRARIES
 
 
-def check_env(env: Mapping[str, str], version: Optional[str] = None) -> None:
+def check_env(env: Mapping[str, str], version: Optional[str] = None,
+              platform: Optional[str] = None) -> None:
     """Refuse tuner settings tracecli does not model, and those NCCL ``version`` fails the
-    communicator under (one line each)."""
+    communicator under (one line each). ``OFI_NCCL_TUNER_TYPE=Model`` runs the Model tuner
+    where the instance type has one (p5, p5e, p5en: ``is_model_supported``,
+    ``nccl_ofi_model.cpp`` v1.16.3:130-137), not modelled; on p6-b200 it is ignored and the
+    Region tuner runs (``nccl_ofi_tuner.cpp`` v1.16.3:132-143)."""
     kind = env.get("OFI_NCCL_TUNER_TYPE")
-    if kind is not None and kind.lower() == "model":  # strcasecmp, nccl_ofi_tuner.cpp v1.16.3:72-80
+    if kind is not None and kind.lower() == "model" \
+            and INSTANCES.get(platform or "") != "p6-b200.48xlarge":  # strcasecmp, v1.16.3:72-80
         raise CostModelError(f"OFI_NCCL_TUNER_TYPE={kind}: tracecli models aws-ofi-nccl's "
                              "Region tuner and Internal (NCCL's own choice); the Model tuner "
                              "is not modelled")
@@ -226,11 +232,23 @@ def check_env(env: Mapping[str, str], version: Optional[str] = None) -> None:
         raise CostModelError(f"NCCL_TUNER_PLUGIN={plugin}: tracecli models aws-ofi-nccl's "
                              "tuner (a library named *ofi*) or none; another tuner's choice is "
                              "not modelled")
-    if version is not None and (2, 19) <= _nccl(version) < (2, 21) and plugin \
-            and _opens(plugin) and ("NCCL_ALGO" in env or "NCCL_PROTO" in env):
-        raise CostModelError(f"NCCL {version} loads aws-ofi-nccl's tuner ({plugin}), whose init "
+    loaded = _tuner_name(env, platform)
+    if version is not None and (2, 19) <= _nccl(version) < (2, 21) and loaded \
+            and _opens(loaded) and ("NCCL_ALGO" in env or "NCCL_PROTO" in env):
+        raise CostModelError(f"NCCL {version} loads aws-ofi-nccl's tuner ({loaded}), whose init "
                              "refuses NCCL_ALGO/NCCL_PROTO (nccl_ofi_tuner.cpp v1.16.3:269-276):"
-                             " NCCL fails communicator init; unset them or NCCL_TUNER_PLUGIN")
+                             " NCCL fails communicator init; unset them, or set "
+                             "NCCL_TUNER_PLUGIN=none (a library NCCL cannot open: no tuner)")
+
+
+def _tuner_name(env: Mapping[str, str], platform: Optional[str]) -> Optional[str]:
+    """``NCCL_TUNER_PLUGIN`` as NCCL reads it: aws-ofi-nccl 1.16's net plugin, which NCCL inits
+    first (``init.cc`` v2.20.5-1: ``commAlloc`` before ``ncclLoadTunerPlugin`` at 1503), sets
+    it where it is unset, on every AWS instance, to the library NCCL opened it as
+    (``configure_tuner``, ``platform-aws.cpp`` v1.16.3:475-531): ``libnccl-net.so`` where
+    ``NCCL_NET_PLUGIN`` is unset (``net.cc`` v2.20.5-1:344-351)."""
+    name = env.get("NCCL_TUNER_PLUGIN")
+    return "libnccl-net.so" if name is None and platform in INSTANCES else name
 
 
 def active(platform: str, version: str, nodes: int, env: Mapping[str, str],
@@ -252,12 +270,12 @@ def active(platform: str, version: str, nodes: int, env: Mapping[str, str],
     if nccl < (2, 19):
         return None  # no tuner interface
     if nccl < (2, 21):
-        if env.get("NCCL_TUNER_PLUGIN") is None or not _opens(env["NCCL_TUNER_PLUGIN"]):
+        if not _opens(_tuner_name(env, platform) or ""):
             return None  # 2.19-2.20 open only the library NCCL_TUNER_PLUGIN names
     elif plugin is not None and plugin.lower() == "none" and nccl >= (2, 28):
         return None  # tuner.cc v2.28.9-1:56-59; before 2.28 "none" opens nothing: the net plugin's
     if env.get("OFI_NCCL_TUNER_TYPE", "").lower() == "internal":
-        return None  # any other value but Model (refused): the Region tuner (v1.16.3:72-80)
+        return None  # any other value: the Region tuner (v1.16.3:72-80; Model: check_env)
     if "OFI_NCCL_FORCE_NUM_RAILS" in env:
         return None  # v1.16.3:80-97
     return instance

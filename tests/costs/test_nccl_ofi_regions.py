@@ -165,16 +165,16 @@ def test_the_model_takes_the_channels_p6_sets():
     ar = CollectiveKind.ALL_REDUCE
     p6 = NcclModel.for_platform("aws-p6-b200", 4, "2.27.7")
     assert p6.choice(ar, 16 * MiB)[:2] == ("Tree", "LL128")
-    assert ot.channels(p6, "AllReduce", "Tree", "LL128", 16 * MiB, 32) == 24
-    assert ot.channels(p6, "AllReduce", "Tree", "LL128", 16 * MiB, 16) == 16  # NCCL's own cap
-    assert ot.channels(p6, "AllReduce", "Tree", "LL128", 64 * MiB, 32) == 0  # past 32 MiB
+    assert ot.channels(p6, ar, "Tree", "LL128", 16 * MiB, 32) == 24
+    assert ot.channels(p6, ar, "Tree", "LL128", 16 * MiB, 16) == 16  # NCCL's own cap
+    assert ot.channels(p6, ar, "Tree", "LL128", 64 * MiB, 32) == 0  # past 32 MiB
     assert "channels of its tree/LL128" in p6.summary()
     chan = 7  # timing.features: what running on fewer channels adds to the bandwidth term
     assert p6.features(ar, 16 * MiB)[chan] > 0 and p6.features(ar, 32 * MiB)[chan] == 0
     # NCCL 2.21 runs the v2 interface, which sets no channels; p5 sets none
-    assert ot.channels(NcclModel.for_platform("aws-p6-b200", 4, "2.21.5"), "AllReduce", "Tree",
+    assert ot.channels(NcclModel.for_platform("aws-p6-b200", 4, "2.21.5"), ar, "Tree",
                        "LL128", 16 * MiB, 32) == 0
-    assert ot.channels(NcclModel.for_platform("aws-p5", 4, "2.27.7"), "AllReduce", "Tree",
+    assert ot.channels(NcclModel.for_platform("aws-p5", 4, "2.27.7"), ar, "Tree",
                        "LL128", 16 * MiB, 32) == 0
 
 

@@ -209,7 +209,7 @@ class NcclModel:
         table = self._table(0.0)
         lat, bw = algo_terms(table, self._func(kind), ALGOS.index(a), PROTOS.index(p), charged)
         comm, start = table.comm, model_channels(self, collective=True)
-        used = channels(self, self._func(kind), a, p, charged, start) or channels_used(
+        used = channels(self, kind, a, p, charged, start) or channels_used(
             a, p, charged, start, comm.n_ranks, self.ring.n_channels * self.ring.bw_intra)
         nvls = a in ("NVLS", "NVLSTree")
         fill = fill_bytes(a, charged, self.compcap, self.topology.nodes, self.nvls.n_channels,

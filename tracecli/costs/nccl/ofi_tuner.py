@@ -56,6 +56,7 @@ from fractions import Fraction
 from typing import Mapping, Optional
 
 from ...errors import CostModelError
+from ...model import CollectiveKind
 from .tuning import _candidates, algo_time, best
 from .ofi_regions import MAX_RANKS, MAX_SIZE, PLATFORM, SAME, TABLES, extend
 from .versions import ALGOS, PROTOS, parse_version
@@ -366,18 +367,18 @@ def best_channels(nbytes: int, nodes: int) -> int:
     return best_nc
 
 
-def channels(model, func: str, algo: str, proto: str, charged: int, start: int) -> int:
+def channels(model, kind, algo: str, proto: str, charged: int, start: int) -> int:
     """The channels NCCL runs the tuner's pick on where the tuner sets them (0: NCCL's own
     count): on p6-b200 at 8 GPUs a node, a tree/LL128 all-reduce of 4 to 32 MiB the tuner
     picks gets :func:`best_channels` (v1.16.3:1392-1402, the v3 interface only), which NCCL
     takes over its own (``enqueue.cc`` v2.27.7-1:1935) and runs on at most ``start``, its
-    ``nChannels`` (v2.27.7-1:549-550,623-624)."""
+    ``nChannels`` (v2.27.7-1:549-550,623-624). ``kind``: a :class:`~tracecli.model.CollectiveKind`."""
     if algo != "Tree" or proto != "LL128" or not 4 << 20 <= charged <= 32 << 20 \
-            or func != "AllReduce" or model.gpus != 8 * model.topology.nodes \
+            or kind is not CollectiveKind.ALL_REDUCE or model.gpus != 8 * model.topology.nodes \
             or INSTANCES.get(model.name.removeprefix("nccl:")) != "p6-b200.48xlarge" \
             or _nccl(model.version) < (2, 22):
         return 0
-    if _hit(model, model._table(), func, charged) != ("Tree", "LL128"):
+    if _hit(model, model._table(), "AllReduce", charged) != ("Tree", "LL128"):
         return 0  # NCCL's own pick (no region), or the tuner's is not tree/LL128
     return min(best_channels(charged, model.topology.nodes), start)
 

@@ -279,6 +279,16 @@ def test_cli_switches_and_bad_values():
                         "--nccl-env", var])
         assert bad.exit_code == 2 and len(bad.output.strip().splitlines()) == 1, bad.output
         assert "fails communicator init" in bad.output
+    # NCCL 2.20 on an AWS preset loads the tuner unasked (the net plugin names itself as
+    # NCCL_TUNER_PLUGIN, platform-aws.cpp v1.16.3:475-531): NCCL_ALGO fails the communicator
+    bad = run(cli, ["collective", "allreduce", "--platform", "aws-p5", "--nodes", "4",
+                    "--nccl", "2.20.5", "--nccl-env", "NCCL_ALGO=Ring"])
+    assert bad.exit_code == 2 and len(bad.output.strip().splitlines()) == 1, bad.output
+    assert "(libnccl-net.so)" in bad.output and "NCCL_TUNER_PLUGIN=none" in bad.output
+    ok = run(cli, ["collective", "allreduce", "--platform", "aws-p5", "--nodes", "4",
+                   "--nccl", "2.20.5", "--nccl-env", "NCCL_ALGO=Ring", "--nccl-env",
+                   "NCCL_TUNER_PLUGIN=none", "--sizes", "1M"])
+    assert ok.exit_code == 0, ok.output
     # tuner settings are listed apart from what restricts NCCL's choice
     ok = run(cli, ["collective", "allreduce", "--platform", "aws-p5", "--nodes", "4",
                    "--nccl", "2.27.7", "--nccl-env", "NCCL_TUNER_PLUGIN=none", "--sizes", "1M"],

@@ -11,6 +11,8 @@ by ``extend_region`` (v1.16.3:244-271, :func:`extend`) as the C code does at ini
 (``nRanks == 8 * nNodes``) and 1 (``nRanks == nNodes``); p5/p5e also for 2. Other shapes and
 collectives (broadcast, reduce): no regions, NCCL's own choice.
 
+On p6-b200 the tuner also sets the channels of a tree/LL128 pick (:func:`best_channels`).
+
 Those functions are the same text from these releases to these (compared tag by tag, comments
 and blanks aside): p5/p5e 1.13.0-aws to 1.18.0, p5en 1.15.0 to 1.16.3, p6 1.16.0 to 1.16.3
 (:data:`SAME`).
@@ -18,7 +20,9 @@ and blanks aside): p5/p5e 1.13.0-aws to 1.18.0, p5en 1.15.0 to 1.16.3, p6 1.16.0
 
 from __future__ import annotations
 
-__all__ = ["MAX_SIZE", "MAX_RANKS", "PLATFORM", "TABLES", "SAME", "extend"]
+import math
+
+__all__ = ["MAX_SIZE", "MAX_RANKS", "PLATFORM", "TABLES", "SAME", "extend", "best_channels"]
 
 MAX_SIZE, MAX_RANKS = 100.0 * 1024 ** 3, 1024.0 * 1024  # nccl_ofi_tuner_region.h v1.16.3:49-54
 TOP = (MAX_SIZE, MAX_RANKS)
@@ -195,7 +199,8 @@ def _p5en_1() -> dict:
 
 def _p6_8() -> dict:
     """``region_init_internal_p6``, 8 GPUs a node (v1.16.3:942-1024)."""
-    gather = [  # ag_and_rs_0x0_regions (916-940), all-gather (1011-1017), reduce-scatter (1018-1024)
+    # ag_and_rs_0x0_regions (916-940): all-gather (1011-1017) and reduce-scatter (1018-1024)
+    gather = [
         ("Ring", "LL", [(0, 16), (1048576, 16), (106954752, 1024), (107374182400, 1021978.297),
                         (0, 1048576)]),
         ("Ring", "LL128", [(1048576, 16), (268435456, 16), (21474836480, 1024),
@@ -270,3 +275,31 @@ def _p6_1() -> dict:
 TABLES = {("p5", 8): _p5_8(), ("p5", 2): _p5_2(), ("p5", 1): _p5_1(),
           ("p5en", 8): _p5en_8(), ("p5en", 1): _p5en_1(),
           ("p6", 8): _p6_8(), ("p6", 1): _p6_1()}
+
+
+def _chunk_tree_ll128(nbytes: int, channels: int, log2_nodes: int) -> int:
+    """``calculateChunkSizeTreeLL128`` (v1.16.3:1173-1226) with ``nccl_defaults.h``'s
+    constants (LL128: 120 elements a thread, 640 threads, 8 steps, 16-word lines of which 15
+    carry data, 8 shared-memory elements a thread; warps of 32), in its integer and double
+    steps (a uint64 quotient against a double bound)."""
+    chunk = 120 * 640 * 8 * 8 // 8 // 16 * 15  # buffSize / NCCL_STEPS, its data part: 576000
+    steps = 1 + log2_nodes + 0.1 * 8  # ppn = 8
+    while nbytes // (channels * chunk) < steps * 64 / 8 and chunk > 131072:
+        chunk //= 2
+    while nbytes // (channels * chunk) < steps * 16 / 8 and chunk > 32768:
+        chunk //= 2
+    grain = 32 * 8 // 16 * 15 * 8  # 1920 bytes
+    nelem = chunk // grain * (grain // 4)
+    return math.ceil(nelem / ((256 - 256 // 16) * 2)) * 256 * 8
+
+
+def best_channels(nbytes: int, nodes: int) -> int:
+    """``calculateBestNChannel`` (v1.16.3:1229-1245): of 16, 24 and 32 channels, the one whose
+    tree/LL128 chunk is largest, the larger count on a tie; ``log2_nnodes`` is ``log2i``
+    (``nccl_defaults.h``: the floor of log2)."""
+    best_nc, top = 0, 0
+    for nc in (16, 24, 32):
+        payload = _chunk_tree_ll128(nbytes, nc, nodes.bit_length() - 1)
+        if payload > top or (payload == top and nc > best_nc):
+            best_nc, top = nc, payload
+    return best_nc

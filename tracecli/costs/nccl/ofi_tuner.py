@@ -12,18 +12,21 @@ Sources (tags of github.com/aws/aws-ofi-nccl; NCCL tags of github.com/NVIDIA/ncc
   reads ``NCCL_TUNER_PLUGIN=none`` as no tuner (v2.28.9-1:56-59). NCCL 2.19-2.20 open only the
   library ``NCCL_TUNER_PLUGIN`` names (``src/misc/tuner.cc`` v2.20.5-1:29-45), which 1.16's
   net plugin sets, where it is unset, to its own library (``libnccl-net.so``,
-  ``platform-aws.cpp`` v1.16.3:475-531, :func:`_tuner_name`); 2.18 has no tuners. NCCL 2.21 calls the v2 interface (``nccl_tuner.h`` v2.21.5-1:58), whose answer NCCL
-  takes as it is (``enqueue.cc`` v2.21.5-1:1549-1554); 2.22+ the v3 one with NCCL's cost table.
+  ``platform-aws.cpp`` v1.16.3:475-531, :func:`_tuner_name`); 2.18 has no tuners. NCCL 2.21
+  calls the v2 interface (``nccl_tuner.h`` v2.21.5-1:58), whose answer NCCL takes as it is
+  (``enqueue.cc`` v2.21.5-1:1549-1554); 2.22+ the v3 one with NCCL's cost table.
   2.19-2.20 ``dlopen`` the name as given (v2.20.5-1:29-32; ``NCCL_TUNER_PLUGIN=ofi`` opens
   nothing), and aws-ofi-nccl's v1 init then fails the communicator where ``NCCL_ALGO`` or
   ``NCCL_PROTO`` is set (``nccl_ofi_tuner.cpp`` v1.16.3:269-276; ``init.cc`` v2.20.5-1:1505).
   Only release 1.16.x's loading is modelled (:func:`active`).
 - Whether it tunes. ``nccl_ofi_tuner_init`` (``src/tuner/nccl_ofi_tuner.cpp`` v1.16.3:47-170):
   the instance type (DMI product name) must be ``p5.48xlarge``, ``p5e.48xlarge`` (one set
-  of tables), ``p5en.48xlarge`` or ``p6-b200.48xlarge`` (lines 100-108, 1254-1261); ``OFI_NCCL_TUNER_TYPE=Internal`` (case-insensitive, ``include/nccl_ofi_param.h`` v1.16.3:294)
-  and, from v1.16.0, any ``OFI_NCCL_FORCE_NUM_RAILS`` (lines 80-97) leave NCCL's own choice;
-  ``OFI_NCCL_TUNER_TYPE=Model`` picks the model tuner (lines 139-154), not modelled here; any
-  other value runs the Region tuner (lines 72-80). p4d/p4de have no table: no tuner.
+  of tables), ``p5en.48xlarge`` or ``p6-b200.48xlarge`` (lines 100-108, 1254-1261);
+  ``OFI_NCCL_TUNER_TYPE=Internal`` (case-insensitive, ``include/nccl_ofi_param.h``
+  v1.16.3:294) and, from v1.16.0, any ``OFI_NCCL_FORCE_NUM_RAILS`` (lines 80-97) leave NCCL's
+  own choice; ``OFI_NCCL_TUNER_TYPE=Model`` picks the model tuner (lines 139-154) where the
+  instance type has one (not p6-b200), not modelled here; any other value runs the Region
+  tuner (lines 72-80). p4d/p4de have no table: no tuner.
 - What it picks. ``region_get_coll_info_internal_v3`` (``src/tuner/nccl_ofi_regions.cpp``
   v1.16.3:1328-1407): nothing on 2 nodes or fewer (lines 1352-1357; added in v1.14.0, absent
   from v1.13.x's ``nccl_ofi_regions.c``:975-1033); else the point ``(nBytes, nRanks)`` is tested
@@ -58,11 +61,11 @@ from typing import Mapping, Optional
 from ...errors import CostModelError
 from ...model import CollectiveKind
 from .tuning import _candidates, algo_time, best
-from .ofi_regions import MAX_RANKS, MAX_SIZE, PLATFORM, SAME, TABLES, extend
+from .ofi_regions import MAX_RANKS, MAX_SIZE, PLATFORM, SAME, TABLES, best_channels, extend
 from .versions import ALGOS, PROTOS, parse_version
 
 __all__ = ["DEFAULT_RELEASE", "INSTANCES", "TUNER_VARS", "region_pick", "check_env", "active",
-           "note", "tuned", "channels", "best_channels", "tuner_doc"]
+           "note", "tuned", "channels", "best_channels", "tuner_doc", "extend", "inside"]
 
 # EFA installer 1.43.2 (2025-08-15) ships libnccl-ofi 1.16.3 (AWS EC2 user guide, "Elastic
 # Fabric Adapter release notes", efa-changelog): the release in the p5 training table's image.
@@ -265,7 +268,7 @@ def active(platform: str, version: str, nodes: int, env: Mapping[str, str],
                              "tuner of release 1.16.x only")
     instance = INSTANCES.get(platform)
     if instance not in SHAPES or nodes < 2:
-        return None  # not AWS EFA, no tuner table (p4d, p4de), or no network plugin on one node
+        return None  # not AWS EFA, no tuner table (p4d, p4de), or one node (it picks nothing)
     nccl = _nccl(version)
     plugin = env.get("NCCL_TUNER_PLUGIN") or None  # 2.21+: "" is unset (strlen, v2.21.5-1:61)
     if nccl < (2, 19):
@@ -339,40 +342,13 @@ def tuned(model, table, func: str, charged: int) -> tuple[float, int, int]:
     return us, a, p
 
 
-def _chunk_tree_ll128(nbytes: int, channels: int, log2_nodes: int) -> int:
-    """``calculateChunkSizeTreeLL128`` (v1.16.3:1173-1226) with ``nccl_defaults.h``'s
-    constants (LL128: 120 elements a thread, 640 threads, 8 steps, 16-word lines of which 15
-    carry data, 8 shared-memory elements a thread; warps of 32), in its integer and double
-    steps (a uint64 quotient against a double bound)."""
-    chunk = 120 * 640 * 8 * 8 // 8 // 16 * 15  # buffSize / NCCL_STEPS, its data part: 576000
-    steps = 1 + log2_nodes + 0.1 * 8  # ppn = 8
-    while nbytes // (channels * chunk) < steps * 64 / 8 and chunk > 131072:
-        chunk //= 2
-    while nbytes // (channels * chunk) < steps * 16 / 8 and chunk > 32768:
-        chunk //= 2
-    grain = 32 * 8 // 16 * 15 * 8  # 1920 bytes
-    nelem = chunk // grain * (grain // 4)
-    return math.ceil(nelem / ((256 - 256 // 16) * 2)) * 256 * 8
-
-
-def best_channels(nbytes: int, nodes: int) -> int:
-    """``calculateBestNChannel`` (v1.16.3:1229-1245): of 16, 24 and 32 channels, the one whose
-    tree/LL128 chunk is largest, the larger count on a tie; ``log2_nnodes`` is ``log2i``
-    (``nccl_defaults.h``: the floor of log2)."""
-    best_nc, top = 0, 0
-    for nc in (16, 24, 32):
-        payload = _chunk_tree_ll128(nbytes, nc, nodes.bit_length() - 1)
-        if payload > top or (payload == top and nc > best_nc):
-            best_nc, top = nc, payload
-    return best_nc
-
-
 def channels(model, kind, algo: str, proto: str, charged: int, start: int) -> int:
     """The channels NCCL runs the tuner's pick on where the tuner sets them (0: NCCL's own
     count): on p6-b200 at 8 GPUs a node, a tree/LL128 all-reduce of 4 to 32 MiB the tuner
     picks gets :func:`best_channels` (v1.16.3:1392-1402, the v3 interface only), which NCCL
     takes over its own (``enqueue.cc`` v2.27.7-1:1935) and runs on at most ``start``, its
-    ``nChannels`` (v2.27.7-1:549-550,623-624). ``kind``: a :class:`~tracecli.model.CollectiveKind`."""
+    ``nChannels`` (v2.27.7-1:549-550,623-624). ``kind``: a
+    :class:`~tracecli.model.CollectiveKind`."""
     if algo != "Tree" or proto != "LL128" or not 4 << 20 <= charged <= 32 << 20 \
             or kind is not CollectiveKind.ALL_REDUCE or model.gpus != 8 * model.topology.nodes \
             or INSTANCES.get(model.name.removeprefix("nccl:")) != "p6-b200.48xlarge" \

@@ -40,7 +40,7 @@ from .platforms import PLATFORMS
 from .fit_time import resolve
 from .channels import model_channels
 from .forced import apply, no_algorithm, restrict
-from .ofi_tuner import tuned, tuner_doc
+from .ofi_tuner import channels, tuned, tuner_doc
 from .pipeline import fill_bytes
 from .report import picks_of, summary_of
 from .timing import TimeParams, channels_used, features, launch_us, time_us
@@ -209,8 +209,8 @@ class NcclModel:
         table = self._table(0.0)
         lat, bw = algo_terms(table, self._func(kind), ALGOS.index(a), PROTOS.index(p), charged)
         comm, start = table.comm, model_channels(self, collective=True)
-        used = channels_used(a, p, charged, start, comm.n_ranks,
-                             self.ring.n_channels * self.ring.bw_intra)
+        used = channels(self, kind, a, p, charged, start) or channels_used(
+            a, p, charged, start, comm.n_ranks, self.ring.n_channels * self.ring.bw_intra)
         nvls = a in ("NVLS", "NVLSTree")
         fill = fill_bytes(a, charged, self.compcap, self.topology.nodes, self.nvls.n_channels,
                           self.version, self.nvls) if nvls and self.nvls is not None else 0

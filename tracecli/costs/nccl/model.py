@@ -38,11 +38,12 @@ from .graph import GPUS, MESH_GPUS, search_graphs, tree_pattern_is_tree
 from .nvls import search_nvls
 from .platforms import PLATFORMS
 from .fit_time import resolve
+from .describe import description_of, topology_doc_of
 from .channels import model_channels
 from .forced import apply, no_algorithm, restrict
-from .ofi_tuner import tuned, tuner_doc
+from .ofi_tuner import tuned
 from .pipeline import fill_bytes
-from .report import picks_of, summary_of
+from .report import summary_of
 from .timing import TimeParams, channels_used, features, launch_us, time_us
 from .transports import DEFAULT_NET, NETS, channel_scale, nccl_nics, plugin_latency
 from .tuning import ALGOS, FUNCS, NO_GRAPH, PROTOS, AlgoGraph, Comm, algo_terms, tune
@@ -333,25 +334,8 @@ class NcclModel:
         return None if a == "none" else (a, p)
 
     def topology_doc(self) -> dict[str, Any]:
-        """The topology as ``collective --json`` reports it."""
-        t = self.topology
-        return {"nodes": t.nodes, "gpus_per_node": t.gpus_per_node, "gpus": t.ranks,
-                "device": self.device, "intra": self.intra, "nic_gbps": self.nic_gbps,
-                "nics": self.nics, "net": self.link_net, "nccl_env": dict(self.nccl_env),
-                "nccl_version": self.version, "constants": constants_for(self.version).tag,
-                "graph": self._graphs(), "time_model": self._time_doc(), "tuner": tuner_doc(self)}
-
-    def _time_doc(self) -> Optional[dict[str, Any]]:
-        """The fitted constants that time this topology (null where none)."""
-        hit = self.time_params()
-        return None if hit is None else {"class": hit[1], **{
-            k: v for k, v in hit[0].__dict__.items() if k != "launch"}}  # launch: training only
-
-    def _graphs(self) -> dict[str, Any]:
-        """Ring, tree and NVLS graphs (``nvls`` null where NCCL would not enable it)."""
-        return {"ring": dict(self.ring.__dict__), "tree": dict(self.tree.__dict__),
-                "nvls": None if self.nvls is None else dict(self.nvls.__dict__),
-                "source": self.graph_source}
+        """The topology as ``collective --json`` reports it (:mod:`.describe`)."""
+        return topology_doc_of(self)
 
     def summary(self) -> str:  # one line: what the model is, where its figures come from
         return summary_of(self)
@@ -388,13 +372,5 @@ class NcclModel:
         return restrict(other, dict(self.nccl_env)) if self.nccl_env else other
 
     def describe(self) -> dict[str, Any]:
-        sizes = [1 << k for k in range(3, 35, 2)]
-        return {"name": self.name, "model": "nccl", "nccl_version": self.version,
-                "constants": constants_for(self.version).tag, "gpus": self.gpus,
-                "nodes": self.topology.nodes, "gpus_per_node": self.topology.gpus_per_node,
-                "device": self.device, "intra": self.intra, "nic_gbps": self.nic_gbps,
-                "nics": self.nics, "net": self.link_net, "nccl_env": dict(self.nccl_env),
-                "graph": self._graphs(), "time_model": self._time_doc(), "tuner": tuner_doc(self),
-                "linear": f"secant of NCCL's curve between {LINE_FROM} and {LINE_TO} bytes",
-                "algorithm": {k.value: picks_of(self, k, sizes) for k in FUNC_OF},
-                "source": self.source}
+        """The model as a plan file keeps it (:mod:`.describe`)."""
+        return description_of(self, (LINE_FROM, LINE_TO), FUNC_OF)

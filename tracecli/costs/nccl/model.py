@@ -1,7 +1,7 @@
 """``NcclModel``: the cost-model protocol (:class:`~tracecli.costs.model.CostModel`) answered by
 NCCL's own model: per size, the argmin over NCCL's enabled (algorithm, protocol) pairs of
-``latency + bytes / bandwidth`` (:mod:`.tuning`), for the graph of a topology (:mod:`.graph`),
-a platform (:mod:`.platforms`) or a log (:mod:`.nccllog`).
+``latency + bytes / bandwidth`` (:mod:`.tuning`, :mod:`.algotime`), for the graph of a
+topology (:mod:`.graph`), a platform (:mod:`.platforms`) or a log (:mod:`.nccllog`).
 
 ``time_ms(kind, n)``: NCCL's predicted time of one collective of a bucket of ``n`` bytes, where
 the bytes NCCL charges are ``n`` for all-reduce and broadcast, the gathered buffer
@@ -46,7 +46,8 @@ from .pipeline import fill_bytes
 from .report import summary_of
 from .timing import TimeParams, channels_used, features, launch_us, time_us
 from .transports import DEFAULT_NET, NETS, channel_scale, nccl_nics, plugin_latency
-from .tuning import ALGOS, FUNCS, NO_GRAPH, PROTOS, AlgoGraph, Comm, algo_terms, tune
+from .algotime import algo_terms
+from .tuning import ALGOS, FUNCS, NO_GRAPH, PROTOS, AlgoGraph, Comm, tune
 from .versions import DEFAULT_VERSION, constants_for
 
 __all__ = ["NcclModel", "LINE_FROM", "LINE_TO", "FUNC_OF"]

@@ -50,7 +50,7 @@ from fractions import Fraction
 from typing import Mapping, Optional
 
 from ...errors import CostModelError
-from .tuning import _candidates, algo_time, best
+from .algotime import algo_time, best, candidates
 from .versions import ALGOS, PROTOS, parse_version
 
 __all__ = ["DEFAULT_RELEASE", "INSTANCES", "TUNER_VARS", "region_pick", "check_env", "active",
@@ -334,7 +334,7 @@ def note(model) -> str:
 
 
 def tuned(model, table, func: str, charged: int) -> tuple[float, int, int]:
-    """``tuning.best`` with aws-ofi-nccl's region tuner in front where the job runs it
+    """``algotime.best`` with aws-ofi-nccl's region tuner in front where the job runs it
     (:func:`active`) and tracecli has its table: ``(µs, algorithm, protocol)``, the µs NCCL's
     own model time of the pair."""
     us, a, p = best(table, func, charged)
@@ -342,7 +342,7 @@ def tuned(model, table, func: str, charged: int) -> tuple[float, int, int]:
     if not tunes or not modelled or a < 0:
         return us, a, p
     v3 = _nccl(model.version) >= (2, 22)
-    enabled = {(ALGOS[x], PROTOS[y]) for x, y in _candidates(table, func)} if v3 else None
+    enabled = {(ALGOS[x], PROTOS[y]) for x, y in candidates(table, func)} if v3 else None
     hit = region_pick(DEFAULT_RELEASE, instance, func, charged, model.gpus,
                       model.topology.nodes, enabled, model.nvls is not None)
     if hit is None:

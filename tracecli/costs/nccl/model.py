@@ -208,11 +208,9 @@ class NcclModel:
         # plugin's reported latency is a knob for NCCL's choice (aws-ofi-nccl chose 75 us
         # because "NCCL's internal tuner choices work better with this value",
         # platform-aws.cpp:774-780), so the time model's latency term leaves it out
-        table = self._table(0.0)
+        _, table, start, ring_gbps = self._sized()
         lat, bw = algo_terms(table, self._func(kind), ALGOS.index(a), PROTOS.index(p), charged)
-        comm, start = table.comm, model_channels(self, collective=True)
-        used = channels_used(a, p, charged, start, comm.n_ranks,
-                             self.ring.n_channels * self.ring.bw_intra)
+        used = channels_used(a, p, charged, start, table.comm.n_ranks, ring_gbps)
         nvls = a in ("NVLS", "NVLSTree")
         fill = fill_bytes(a, charged, self.compcap, self.topology.nodes, self.nvls.n_channels,
                           self.version, self.nvls) if nvls and self.nvls is not None else 0
@@ -221,6 +219,16 @@ class NcclModel:
                               1.0 / per if per > 0 else 0.0)
         return features(lat, bw, charged, used, start, self.topology.nodes > 1,
                         nvls and self.compcap >= 100, nvls, fill, a == "Ring", scale)
+
+    def _sized(self) -> tuple["NcclModel", Any, int, float]:
+        """What :meth:`features` reads at every size, computed once: ``(self, NCCL's table
+        without the network's reported latency, the channels a ring or tree starts from, the
+        ring graph's GB/s)`` (kept with ``self``: a copy made by ``replace`` shares the cache)."""
+        hit = self._cache.get("sized")
+        if hit is None or hit[0] is not self:
+            hit = self._cache["sized"] = (self, self._table(0.0), model_channels(
+                self, collective=True), self.ring.n_channels * self.ring.bw_intra)
+        return hit
 
     def time_params(self) -> Optional[tuple[TimeParams, str]]:
         """The fitted constants that time this topology, with their class (fitted.py)."""

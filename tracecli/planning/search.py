@@ -97,31 +97,37 @@ def line_partition(ready: Sequence[float], nbytes: Sequence[int], line: Linear,
     n = len(ready)
     prefix = _prefix(ready, nbytes)
     finish, parent = [0.0] * (n + 1), [0] * (n + 1)
-    window: deque[int] = deque()  # i with increasing finish[i] - b·prefix[i]
+    keys = [0.0] * (n + 1)  # finish[i] - b·prefix[i], once i is a candidate
+    window: deque[int] = deque()  # i with increasing keys[i]
     k = 0  # the largest i with finish[i] <= ready (moves right only)
-    bounds = _Window(prefix, cap)
+    lo = barrier = 0  # the window's left end (_Window.at, inline: this loop is the hot one)
     for j in range(1, n + 1):
         r = ready[j - 1]
-        key_new = finish[j - 1] - b * prefix[j - 1]
-        while window and finish[window[-1]] - b * prefix[window[-1]] >= key_new:
+        key_new = keys[j - 1] = finish[j - 1] - b * prefix[j - 1]
+        while window and keys[window[-1]] >= key_new:
             window.pop()
         window.append(j - 1)
-        lo = bounds.at(j)
+        if cap is not None:
+            s_j = prefix[j]
+            while lo < j - 1 and s_j - prefix[lo] > cap:
+                lo += 1
+        if lo < barrier:
+            lo = barrier
         while k + 1 <= j - 1 and finish[k + 1] <= r:
             k += 1
-        if j - 1 in alone:
+        if alone and j - 1 in alone:
             finish[j], parent[j] = max(r, finish[j - 1]) + alone[j - 1], j - 1
-            bounds.barrier = j
+            barrier = j
             continue
         best, best_i = float("inf"), -1
         if k >= lo:
             best, best_i = r + c + b * (prefix[j] - prefix[k]), k
-        left = max(lo, k + 1)
+        left = lo if lo > k else k + 1
         while window and window[0] < left:
             window.popleft()
         if window:
             i = window[0]
-            value = finish[i] - b * prefix[i] + c + b * prefix[j]
+            value = keys[i] + c + b * prefix[j]
             if value < best or (value == best and i > best_i):
                 best, best_i = value, i
         finish[j], parent[j] = best, best_i

@@ -23,6 +23,9 @@ from __future__ import annotations
 import math
 
 from .tuning import CN_CHAIN, CN_DIRECT, FUNCS, NVLS, NVLS_TREE, RING, SIMPLE, TREE, Table, f32
+from .tuning import _F32
+
+_pack, _unpack = _F32.pack, _F32.unpack  # f32, inline where it runs a million times
 
 __all__ = ["algo_terms", "algo_time", "best", "candidates"]
 
@@ -126,7 +129,7 @@ def best(table: Table, func: str, nbytes: int) -> tuple[float, int, int]:
     best_t, best_a, best_p = math.inf, -1, -1
     x = f32(nbytes)
     for a, p, lat, per in _priced(table, func, nbytes):
-        t = f32(lat + f32(x / per))
+        t = _unpack(_pack(lat + _unpack(_pack(x / per))[0]))[0]  # f32(lat + f32(x / per))
         if 0.0 <= t < best_t:
             best_t, best_a, best_p = t, a, p
     return best_t, best_a, best_p

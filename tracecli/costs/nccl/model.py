@@ -148,12 +148,16 @@ class NcclModel:
     def _table(self, latency: Optional[float] = None):
         """NCCL's tuning table; ``latency``: the network latency on the graphs (default: what
         the network reports to NCCL, :attr:`plugin_latency_us`)."""
-        lat = self.plugin_latency_us if latency is None else latency
-        key = ("table", lat)
+        if latency is None:  # asked at every size: what the network reports, read once
+            hit = self._cache.get("reported")
+            if hit is None or hit[0] is not self:  # a copy by ``replace`` shares the cache
+                hit = self._cache["reported"] = (self, self._table(self.plugin_latency_us))
+            return hit[1]
+        key = ("table", latency)
         if key not in self._cache:
             t = self.topology
             # search.cc:745 sets the NET's latency on every graph that crosses the network
-            ring, tree, nvls = (g if lat == 0 or g is None else replace(g, latency_inter=lat)
+            ring, tree, nvls = (g if latency == 0 or g is None else replace(g, latency_inter=latency)
                                 for g in (self.ring, self.tree, self.nvls))
             comm = Comm(t.ranks, t.nodes, self.compcap, ring, tree, cpu=self.cpu,
                         tree_pattern_tree=self.tree_pattern_tree,

@@ -157,7 +157,8 @@ class NcclModel:
         if key not in self._cache:
             t = self.topology
             # search.cc:745 sets the NET's latency on every graph that crosses the network
-            ring, tree, nvls = (g if latency == 0 or g is None else replace(g, latency_inter=latency)
+            ring, tree, nvls = (g if latency == 0 or g is None
+                                else replace(g, latency_inter=latency)
                                 for g in (self.ring, self.tree, self.nvls))
             comm = Comm(t.ranks, t.nodes, self.compcap, ring, tree, cpu=self.cpu,
                         tree_pattern_tree=self.tree_pattern_tree,

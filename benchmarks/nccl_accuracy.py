@@ -64,22 +64,34 @@ def held_out() -> dict[str, list[tuple[int, float, float, str]]]:
             for t, rows in res.items()}
 
 
+OWN_MIN_POINTS = 3  # a transport's own held-out sizes in a band before they widen it
+
+
 def bands(after) -> dict[str, list[tuple]]:
-    """Per scope (``local``, ``network``) and size band: the 10th-90th percentile of held-out
-    errors, with how many points and tables."""
-    out: dict[str, list[tuple]] = {"local": [], "network": []}
+    """Per scope and size band: the 10th-90th percentile of held-out errors, with how many
+    points and tables. Scopes: ``local`` (one node), ``network`` (all tables of several
+    nodes) and ``net:T`` (those over transport T alone, in bands where it has at least
+    :data:`OWN_MIN_POINTS` sizes), which widens the network band for a model on T
+    (:func:`tracecli.costs.nccl.accuracy.error_table`)."""
     multi = {t.name: t.multi_node for t in TABLES}
-    for scope in out:
+    nets = {t.name: t.net for t in TABLES}
+    scopes = {"local": lambda n: not multi[n], "network": lambda n: multi[n]}
+    for net in sorted({t.net for t in TABLES if t.multi_node and t.net}):
+        scopes["net:" + net] = lambda n, net=net: multi[n] and nets[n] == net
+    out: dict[str, list[tuple]] = {}
+    for scope, member in scopes.items():
+        out[scope] = []
+        least = OWN_MIN_POINTS if scope.startswith("net:") else 1
         for lo, hi in BANDS:
             errs, tables = [], set()
             for name, rows in after.items():
-                if multi[name] != (scope == "network"):
+                if not member(name):
                     continue
                 for n, meas, pred, _ in rows:
                     if lo <= n and (hi is None or n < hi):
                         errs.append(pred / meas - 1)
                         tables.add(name)
-            if errs:
+            if len(errs) >= least:
                 errs.sort()
                 q = lambda f: errs[min(len(errs) - 1, max(0, round(f * (len(errs) - 1))))]  # noqa: E731
                 out[scope].append((lo, hi, round(q(0.1), 4), round(q(0.9), 4), len(errs),

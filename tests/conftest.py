@@ -100,3 +100,12 @@ def _own_directory(tmp_path_factory, monkeypatch):
     """Each test runs in a fresh directory: the session state (.tracecli/) of one test never
     reaches another, nor the repository."""
     monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
+
+
+@pytest.fixture(autouse=True)
+def _no_terminal_width(monkeypatch):
+    """Each test sees the width of no terminal: a ``COLUMNS`` (or ``LINES``) exported by the
+    shell that runs pytest would wrap prose on stderr (``tracecli.cli.output.text_width``) where
+    tests match it on one line. A test that checks a width sets ``COLUMNS`` itself."""
+    for name in ("COLUMNS", "LINES"):
+        monkeypatch.delenv(name, raising=False)

@@ -291,6 +291,40 @@ def test_the_model_knows_its_error_and_collective_prints_it():
     assert "error band" in text and band.text() in text
 
 
+def test_a_transport_whose_own_tables_miss_further_widens_its_band(held_out):
+    # the held-out errors recomputed here per transport, not read from ERROR_BANDS
+    multi = {t.name: t.multi_node for t in TABLES}
+    nets = {t.name: t.net for t in TABLES}
+
+    def errors(lo, hi, net=None):
+        return sorted(pred / meas - 1 for name, rows in held_out.items() if multi[name]
+                      and (net is None or nets[name] == net)
+                      for n, meas, pred, _ in rows if lo <= n < hi)
+
+    def p(errs, f):
+        return round(errs[round(f * (len(errs) - 1))], 4)
+
+    lo, hi = 16 << 20, 256 << 20  # TCPXO (the A3 Mega tuner's picks) misses by more than all
+    pooled, own = errors(lo, hi), errors(lo, hi, "tcpxo")
+    assert len(own) >= 3 and p(own, 0.1) < p(pooled, 0.1)
+    m = NcclModel.for_topology("h100", 2, 8, True, 1600.0, 8, "2.30.7", "tcpxo")
+    band = m.error_charged(K.ALL_REDUCE, 64 << 20)
+    assert (band.low, band.high) == (p(own, 0.1), max(p(pooled, 0.9), p(own, 0.9)))
+    assert "widened" in band.basis and "over tcpxo (2 tables)" in band.basis
+    # a transport inside the network spread keeps it, and its basis says nothing of widening
+    ib = NcclModel.for_topology("h100", 2, 8, True, 3200.0, 8, "2.30.7", "ib")
+    own = errors(1 << 20, 16 << 20, "ib")
+    pooled = errors(1 << 20, 16 << 20)
+    assert p(pooled, 0.1) <= p(own, 0.1) and p(own, 0.9) <= p(pooled, 0.9)
+    band = ib.error_charged(K.ALL_REDUCE, 4 << 20)
+    assert (band.low, band.high) == (p(pooled, 0.1), p(pooled, 0.9)) and "widened" not in band.basis
+    # a transport with no table of its own in a band (sockets measured up to 128 MiB) keeps
+    # all networks' band there
+    sock = NcclModel.for_topology("h100", 2, 1, True, 25.0, 1, "2.30.7", "socket")
+    assert "widened" not in sock.error_charged(K.ALL_REDUCE, 1 << 30).basis
+    assert "widened" in sock.error_charged(K.ALL_REDUCE, 1 << 20).basis
+
+
 def test_net_flag_overrides_the_platform_and_is_checked():
     doc = json.loads(run("collective", "allreduce", "--platform", "aws-p5", "--nodes", "2",
                          "--net", "ib", "--sizes", "1M", "--json").stdout)

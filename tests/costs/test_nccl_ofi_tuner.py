@@ -3,7 +3,8 @@
 The geometry cases are aws-ofi-nccl's own unit test (``tests/unit/region_based_tuner.cpp`` at
 v1.16.3: ``test_extend_region`` and ``test_is_inside_region``). The picks are read off the
 region table ``region_init_internal_p5_p5e`` (``src/tuner/nccl_ofi_regions.cpp`` v1.16.3:615-706)
-by hand: each row names the vertices that put the point where it is.
+by hand: each row names the vertices that put the point where it is. The other tables, and
+every table against the tuner's compiled code, are in ``test_nccl_ofi_regions.py``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ from click.testing import CliRunner
 from tracecli.cli import cli
 from tracecli.costs.nccl import ofi_tuner as ot
 from tracecli.costs.nccl.model import NcclModel
+from tracecli.costs.nccl.request import TopologyRequest, topology_model
+from tracecli.costs.nccl.algotime import candidates
+from tracecli.costs.nccl.versions import ALGOS, PROTOS
 from tracecli.errors import CostModelError
 from tracecli.model import CollectiveKind
 
@@ -115,13 +119,14 @@ def test_two_nodes_are_left_to_nccl_from_1_14_but_not_in_1_13():
 def test_what_the_tuner_does_not_cover():
     # p4d: not among the instance types nccl_ofi_tuner.c names (v1.13.2-aws:84-90)
     assert ot.region_pick("1.13.2-aws", "p4d.24xlarge", "AllReduce", MiB, 16, 2) is None
-    # p5 defines only all-reduce at 8 ranks a node; other collectives and shapes: NCCL's own
+    # p5/p5e at 8 a node: all-reduce only; 4 a node: no table; broadcast: none anywhere
     assert ot.region_pick("1.16.3", "p5.48xlarge", "AllGather", MiB, 32, 4) is None
     assert ot.region_pick("1.16.3", "p5.48xlarge", "AllReduce", MiB, 16, 4) is None  # 4 a node
-    # 2 and 1 ranks a node have tables (v1.16.3:708, 818) tracecli does not port: refused
-    for ranks in (8, 4):
-        with pytest.raises(CostModelError, match="not modelled"):
-            ot.region_pick("1.16.3", "p5.48xlarge", "AllReduce", MiB, ranks, 4)
+    assert ot.region_pick("1.16.3", "p6-b200.48xlarge", "Broadcast", MiB, 32, 4) is None
+    assert ot.region_pick("1.16.3", "p5en.48xlarge", "AllReduce", MiB, 8, 4) is None  # 2 a node
+    # 2 and 1 ranks a node have tables of their own (v1.16.3:708, 818), ported
+    assert ot.region_pick("1.16.3", "p5.48xlarge", "AllReduce", MiB, 8, 4) == ("Tree", "LL128")
+    assert ot.region_pick("1.16.3", "p5.48xlarge", "AllReduce", MiB, 4, 4) == ("Ring", "LL128")
     # v3: a pair NCCL's table ignores is skipped, the next region that holds the point wins
     enabled = {("Ring", "LL128"), ("Ring", "Simple"), ("Tree", "LL")}
     assert ot.region_pick("1.16.3", "p5.48xlarge", "AllReduce", MiB, 32, 4, enabled) is None
@@ -133,7 +138,10 @@ def test_who_runs_the_tuner():
     on = ot.active("aws-p5", "2.27.7", 4, {})
     assert on == "p5.48xlarge"
     assert ot.active("dgx-h100", "2.27.7", 4, {}) is None
-    assert ot.active("aws-p5", "2.20.5", 4, {}) is None  # 2.19-2.20: only NCCL_TUNER_PLUGIN's
+    # 2.19-2.20 open only NCCL_TUNER_PLUGIN's library, which 1.16's net plugin sets, where it
+    # is unset, to its own (configure_tuner, platform-aws.cpp v1.16.3:475-531): loaded
+    assert ot.active("aws-p5", "2.20.5", 4, {}) == on
+    assert ot.active("aws-p5", "2.20.5", 4, {"NCCL_TUNER_PLUGIN": "none"}) is None
     assert ot.active("aws-p5", "2.20.5", 4, {"NCCL_TUNER_PLUGIN": "libnccl-ofi-tuner.so"}) == on
     assert ot.active("aws-p5", "2.20.5", 4, {"NCCL_TUNER_PLUGIN": "/opt/lib/libnccl-net.so"}) \
         == on
@@ -171,6 +179,19 @@ def test_who_runs_the_tuner():
         ot.check_env(algo, "2.20.5")
     ot.check_env(algo, "2.21.5")  # the v2 interface's init takes no such test
     ot.check_env({**algo, "NCCL_TUNER_PLUGIN": "ofi"}, "2.20.5")  # opens nothing
+    # unset on an AWS preset: the net plugin names its own library, whose v1 init refuses
+    unset = {"NCCL_ALGO": "Ring"}
+    with pytest.raises(CostModelError, match=r"\(libnccl-net.so\).*fails communicator init"):
+        ot.check_env(unset, "2.20.5", "aws-p4d")
+    ot.check_env(unset, "2.20.5", "dgx-h100")  # no aws-ofi-nccl: no tuner
+    ot.check_env({**unset, "NCCL_TUNER_PLUGIN": "none"}, "2.20.5", "aws-p5")
+    # OFI_NCCL_TUNER_TYPE=Model: p6-b200 has no Model tuner (is_model_supported,
+    # nccl_ofi_model.cpp v1.16.3:130-137), so its Region tuner runs (nccl_ofi_tuner.cpp:138)
+    ot.check_env({"OFI_NCCL_TUNER_TYPE": "Model"}, "2.27.7", "aws-p6-b200")
+    assert ot.active("aws-p6-b200", "2.27.7", 4, {"OFI_NCCL_TUNER_TYPE": "Model"}) \
+        == "p6-b200.48xlarge"
+    with pytest.raises(CostModelError, match="Model tuner"):
+        ot.check_env({"OFI_NCCL_TUNER_TYPE": "model"}, "2.27.7", "aws-p5en")
     with pytest.raises(CostModelError, match="Model tuner"):
         ot.check_env({"OFI_NCCL_TUNER_TYPE": "Model"})
     with pytest.raises(CostModelError, match="not modelled"):
@@ -196,25 +217,51 @@ def test_the_model_takes_the_tuners_pick_on_aws_p5():
     assert "leaves 2 nodes to NCCL's own pick" in two.summary()
 
 
-def test_shapes_the_tuner_has_a_table_for_but_tracecli_does_not_model():
-    # p5/p5e at 2 ranks a node (region_init_internal_p5_p5e, v1.16.3:708) and p5en at 8
-    # (v1.16.3:284): the tuner tunes, tracecli says it does not model it, NCCL's own pick shown
-    cases = [("aws-p5", 2, "p5.48xlarge"), ("aws-p5e", 2, "p5e.48xlarge"),
-             ("aws-p5en", 8, "p5en.48xlarge"), ("aws-p6-b200", 8, "p6-b200.48xlarge")]
+def test_every_shape_with_a_table_takes_the_tuners_pick():
+    # p5/p5e at 2 and 1 a node (region_init_internal_p5_p5e, v1.16.3:708, 818), p5en and
+    # p6-b200 at 8 and 1 (v1.16.3:284, 435, 942, 1025): the tuner tunes, tracecli models it
+    cases = [("aws-p5", 2, "p5.48xlarge"), ("aws-p5e", 1, "p5e.48xlarge"),
+             ("aws-p5en", 8, "p5en.48xlarge"), ("aws-p5en", 1, "p5en.48xlarge"),
+             ("aws-p6-b200", 8, "p6-b200.48xlarge"), ("aws-p6-b200", 1, "p6-b200.48xlarge")]
     run = CliRunner().invoke
     for platform, per_node, instance in cases:
         args = ["collective", "allreduce", "--platform", platform, "--nodes", "4",
                 "--gpus-per-node", str(per_node), "--nccl", "2.27.7", "--sizes", "1M,64M"]
         got = run(cli, args + ["--json"])
         assert got.exit_code == 0, got.output
-        assert f'"instance": "{instance}", "modelled": false, "tunes": true' in got.output
+        assert f'"instance": "{instance}", "modelled": true, "tunes": true' in got.output
         text = run(cli, args, env={"COLUMNS": "400"}).output
-        assert (f"aws-ofi-nccl's tuner picks here; its table for {per_node} GPUs a node of "
-                f"{instance} is not modelled: NCCL's own pick shown") in text
+        assert f"picks by aws-ofi-nccl 1.16.3's region tuner for {instance}" in text
+        model = topology_model(TopologyRequest(nodes=4, gpus_per_node=per_node, nccl="2.27.7",
+                                               platform=platform))[0]
+        for n in (8, MiB, 64 * MiB):
+            want = ot.region_pick("1.16.3", instance, "AllReduce", n, 4 * per_node, 4,
+                                  _enabled(model))
+            assert want is None or model.choice(AR, n)[:2] == want
+        assert any(ot.region_pick("1.16.3", instance, "AllReduce", n, 4 * per_node, 4,
+                                  _enabled(model)) for n in (8, MiB))
+    # p5 at 2 a node, 64 MiB on 8 ranks: NVLSTree/Simple's region (v1.16.3:763-771), which
+    # NCCL's table disables (no NVLS at 2 GPUs a node): the v3 interface skips it, no other
+    # region holds the point, NCCL's own pick
+    p5 = topology_model(TopologyRequest(nodes=4, gpus_per_node=2, nccl="2.27.7",
+                                        platform="aws-p5"))[0]
+    assert ot.region_pick("1.16.3", "p5.48xlarge", "AllReduce", 64 * MiB, 8, 4) \
+        == ("NVLSTree", "Simple")
+    assert ("NVLSTree", "Simple") not in _enabled(p5)
+    assert p5.choice(AR, 64 * MiB)[:2] == ("Ring", "LL128")
+    # all-gather and reduce-scatter on p5en at 8 a node: the tuner's Ring/LL up to 262144 at 32
+    p5en = NcclModel.for_platform("aws-p5en", 4, "2.27.7")
+    ag, rs = CollectiveKind.ALL_GATHER, CollectiveKind.REDUCE_SCATTER
+    assert p5en.pick(ag, 262144)[:2] == ("Ring", "LL") and p5en.pick(rs, 262145)[:2] == \
+        ("Ring", "LL128")
     # 4 ranks a node: no table, the tuner leaves NCCL's own pick, which tracecli shows
     four = run(cli, ["collective", "allreduce", "--platform", "aws-p5", "--nodes", "4",
                      "--gpus-per-node", "4", "--nccl", "2.27.7", "--sizes", "1M", "--json"])
     assert '"modelled": true, "tunes": false' in four.output
+
+
+def _enabled(model) -> set:
+    return {(ALGOS[a], PROTOS[p]) for a, p in candidates(model._table(), "AllReduce")}
 
 
 def test_cli_switches_and_bad_values():
@@ -232,6 +279,16 @@ def test_cli_switches_and_bad_values():
                         "--nccl-env", var])
         assert bad.exit_code == 2 and len(bad.output.strip().splitlines()) == 1, bad.output
         assert "fails communicator init" in bad.output
+    # NCCL 2.20 on an AWS preset loads the tuner unasked (the net plugin names itself as
+    # NCCL_TUNER_PLUGIN, platform-aws.cpp v1.16.3:475-531): NCCL_ALGO fails the communicator
+    bad = run(cli, ["collective", "allreduce", "--platform", "aws-p5", "--nodes", "4",
+                    "--nccl", "2.20.5", "--nccl-env", "NCCL_ALGO=Ring"])
+    assert bad.exit_code == 2 and len(bad.output.strip().splitlines()) == 1, bad.output
+    assert "(libnccl-net.so)" in bad.output and "NCCL_TUNER_PLUGIN=none" in bad.output
+    ok = run(cli, ["collective", "allreduce", "--platform", "aws-p5", "--nodes", "4",
+                   "--nccl", "2.20.5", "--nccl-env", "NCCL_ALGO=Ring", "--nccl-env",
+                   "NCCL_TUNER_PLUGIN=none", "--sizes", "1M"])
+    assert ok.exit_code == 0, ok.output
     # tuner settings are listed apart from what restricts NCCL's choice
     ok = run(cli, ["collective", "allreduce", "--platform", "aws-p5", "--nodes", "4",
                    "--nccl", "2.27.7", "--nccl-env", "NCCL_TUNER_PLUGIN=none", "--sizes", "1M"],
@@ -242,12 +299,17 @@ def test_cli_switches_and_bad_values():
 
 
 def test_the_double_fast_path_gives_the_exact_answer(monkeypatch):
-    regions = ot.REGIONS[("p5", "AllReduce")]
-    points = [(float(x), float(y)) for _, _, vs in regions for x, y in vs
-              if x < MAX_SIZE and y < MAX_RANKS]
-    points += [(x + dx, y) for x, y in points for dx in (-1.0, 1.0)]
-    points += [(float(1 << k), float(r)) for k in range(3, 37) for r in (16, 24, 32, 64, 256)]
-    fast = [[ot.inside(p, vs) for _, _, vs in regions] for p in points]
+    from tracecli.costs.nccl.ofi_regions import TABLES
+    cases = []  # each table's vertices, a byte either side, and a grid, against its regions
+    for (_, per_node), table in sorted(TABLES.items()):
+        for func, regions in sorted(table.items()):
+            points = {(float(x), float(y)) for _, _, vs in regions for x, y in vs
+                      if x < MAX_SIZE and y < MAX_RANKS}
+            points |= {(x + dx, y) for x, y in points for dx in (-1.0, 1.0)}
+            points |= {(float(1 << k), float(per_node * n)) for k in range(3, 37, 3)
+                       for n in (3, 4, 32)}
+            cases += [(p, vs) for p in sorted(points) for _, _, vs in regions]
+    fast = [ot.inside(p, vs) for p, vs in cases]
     real = ot._intersect
     monkeypatch.setattr(ot, "_intersect", lambda *a: real(*a[:5], True))
-    assert [[ot.inside(p, vs) for _, _, vs in regions] for p in points] == fast
+    assert [ot.inside(p, vs) for p, vs in cases] == fast

@@ -219,7 +219,7 @@ def restrict(model, env: Mapping[str, str]):
     The settings are checked here, against the model's NCCL release."""
     given = settings(env)
     enables(env, model.version, model.topology.nodes)  # refuses what NCCL would not read
-    check_env(env, model.version)
+    check_env(env, model.version, model.name.removeprefix("nccl:"))
     channel_bounds(env)
     nvls = model.nvls
     if "NCCL_NVLS_ENABLE" in env:

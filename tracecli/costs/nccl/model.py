@@ -41,7 +41,7 @@ from .fit_time import resolve
 from .describe import description_of, topology_doc_of
 from .channels import model_channels
 from .forced import apply, no_algorithm, restrict
-from .ofi_tuner import tuned
+from .ofi_tuner import channels, tuned
 from .pipeline import fill_bytes
 from .report import summary_of
 from .timing import TimeParams, channels_used, features, launch_us, time_us
@@ -215,7 +215,8 @@ class NcclModel:
         # platform-aws.cpp:774-780), so the time model's latency term leaves it out
         _, table, start, ring_gbps = self._sized()
         lat, bw = algo_terms(table, self._func(kind), ALGOS.index(a), PROTOS.index(p), charged)
-        used = channels_used(a, p, charged, start, table.comm.n_ranks, ring_gbps)
+        used = channels(self, kind, a, p, charged, start) or channels_used(
+            a, p, charged, start, table.comm.n_ranks, ring_gbps)
         nvls = a in ("NVLS", "NVLSTree")
         fill = fill_bytes(a, charged, self.compcap, self.topology.nodes, self.nvls.n_channels,
                           self.version, self.nvls) if nvls and self.nvls is not None else 0

@@ -1,5 +1,6 @@
 """aws-ofi-nccl's bundled "region" tuner: the (algorithm, protocol) it makes NCCL pick on AWS
-p5.48xlarge and p5e.48xlarge, where the job's network plugin is aws-ofi-nccl.
+p5.48xlarge, p5e.48xlarge, p5en.48xlarge and p6-b200.48xlarge, where the job's network plugin
+is aws-ofi-nccl, and the channels it sets on p6-b200.
 
 Sources (tags of github.com/aws/aws-ofi-nccl; NCCL tags of github.com/NVIDIA/nccl):
 
@@ -9,30 +10,34 @@ Sources (tags of github.com/aws/aws-ofi-nccl; NCCL tags of github.com/NVIDIA/ncc
   plugin's library when ``NCCL_TUNER_PLUGIN`` is unset or names no library it can open
   (``src/misc/tuner.cc`` v2.21.5-1:62-104; ``src/plugin/tuner.cc`` v2.27.7-1:53-59); 2.28+
   reads ``NCCL_TUNER_PLUGIN=none`` as no tuner (v2.28.9-1:56-59). NCCL 2.19-2.20 open only the
-  library ``NCCL_TUNER_PLUGIN`` names (``src/misc/tuner.cc`` v2.20.5-1:29-45); 2.18 has no
-  tuners. NCCL 2.21 calls the v2 interface (``nccl_tuner.h`` v2.21.5-1:58), whose answer NCCL
-  takes as it is (``enqueue.cc`` v2.21.5-1:1549-1554); 2.22+ the v3 one with NCCL's cost table.
+  library ``NCCL_TUNER_PLUGIN`` names (``src/misc/tuner.cc`` v2.20.5-1:29-45), which 1.16's
+  net plugin sets, where it is unset, to its own library (``libnccl-net.so``,
+  ``platform-aws.cpp`` v1.16.3:475-531, :func:`_tuner_name`); 2.18 has no tuners. NCCL 2.21
+  calls the v2 interface (``nccl_tuner.h`` v2.21.5-1:58), whose answer NCCL takes as it is
+  (``enqueue.cc`` v2.21.5-1:1549-1554); 2.22+ the v3 one with NCCL's cost table.
   2.19-2.20 ``dlopen`` the name as given (v2.20.5-1:29-32; ``NCCL_TUNER_PLUGIN=ofi`` opens
   nothing), and aws-ofi-nccl's v1 init then fails the communicator where ``NCCL_ALGO`` or
   ``NCCL_PROTO`` is set (``nccl_ofi_tuner.cpp`` v1.16.3:269-276; ``init.cc`` v2.20.5-1:1505).
   Only release 1.16.x's loading is modelled (:func:`active`).
 - Whether it tunes. ``nccl_ofi_tuner_init`` (``src/tuner/nccl_ofi_tuner.cpp`` v1.16.3:47-170):
-  the instance type (DMI product name) must be ``p5.48xlarge`` or ``p5e.48xlarge`` (lines
-  100-101; ``p5en.48xlarge`` and ``p6-b200.48xlarge`` have their own regions, not modelled here);
-  ``OFI_NCCL_TUNER_TYPE=Internal`` (case-insensitive, ``include/nccl_ofi_param.h`` v1.16.3:294)
-  and, from v1.16.0, any ``OFI_NCCL_FORCE_NUM_RAILS`` (lines 80-97) leave NCCL's own choice;
-  ``OFI_NCCL_TUNER_TYPE=Model`` picks the model tuner (lines 139-154), not modelled here; any
-  other value runs the Region tuner (lines 72-80). p4d/p4de have no table: no tuner.
+  the instance type (DMI product name) must be ``p5.48xlarge``, ``p5e.48xlarge`` (one set
+  of tables), ``p5en.48xlarge`` or ``p6-b200.48xlarge`` (lines 100-108, 1254-1261);
+  ``OFI_NCCL_TUNER_TYPE=Internal`` (case-insensitive, ``include/nccl_ofi_param.h``
+  v1.16.3:294) and, from v1.16.0, any ``OFI_NCCL_FORCE_NUM_RAILS`` (lines 80-97) leave NCCL's
+  own choice; ``OFI_NCCL_TUNER_TYPE=Model`` picks the model tuner (lines 139-154) where the
+  instance type has one (not p6-b200), not modelled here; any other value runs the Region
+  tuner (lines 72-80). p4d/p4de have no table: no tuner.
 - What it picks. ``region_get_coll_info_internal_v3`` (``src/tuner/nccl_ofi_regions.cpp``
   v1.16.3:1328-1407): nothing on 2 nodes or fewer (lines 1352-1357; added in v1.14.0, absent
   from v1.13.x's ``nccl_ofi_regions.c``:975-1033); else the point ``(nBytes, nRanks)`` is tested
   against each region in order, skipping a pair NCCL's table marks ignored (disabled), and the
   first region that holds it (inside or on an edge) gets cost 0, which NCCL's argmin then takes.
-  No region: NCCL's own choice. The v2 path (lines 1263-1326) skips NVLSTree without NVLS
-  support and does not read NCCL's table.
-- The regions. ``region_init_internal_p5_p5e`` (v1.16.3:608-707): all-reduce at 8 ranks a
-  node, ported here; its tables for 2 and 1 ranks a node (lines 708-896) and p5en's and p6's are
-  not: there tracecli says so and shows NCCL's own pick. Geometry: ``intersect``, ``distance``,
+  No region: NCCL's own choice. The v2 path (lines 1263-1326) skips PAT, and NVLSTree
+  without NVLS support, and does not read NCCL's table. On p6-b200 at 8 GPUs a node a
+  tree/LL128 pick of 4-32 MiB also sets the channels (lines 1392-1402, :func:`channels`).
+- The regions: every table of 1.16.3 (:mod:`.ofi_regions`): p5/p5e at 8, 2 and 1 GPUs a
+  node, p5en and p6-b200 at 8 and 1; all-reduce on each, all-gather and reduce-scatter on
+  p5/p5e at 1 and on p5en and p6-b200 at both. Geometry: ``intersect``, ``distance``,
   ``is_inside_region`` and ``extend_region`` (v1.16.3:76-271, the same in 1.13-1.18), ported
   below with the ``long double`` steps in x86's 80-bit precision (:func:`_ext`); from 1.19.0
   the points are tested in log2 space (``transform_log2``, v1.21.1:205,242,258), not ported.
@@ -41,6 +46,10 @@ Sources (tags of github.com/aws/aws-ofi-nccl; NCCL tags of github.com/NVIDIA/ncc
 ('Ring', 'LL128')
 >>> region_pick("1.16.3", "p5.48xlarge", "AllReduce", 64 << 20, 16, 2) is None  # <= 2 nodes
 True
+>>> region_pick("1.16.3", "p5en.48xlarge", "AllReduce", 16 << 20, 4, 4)  # 1 GPU a node
+('Ring', 'Simple')
+>>> best_channels(16 << 20, 4)  # p6-b200's tree/LL128 at 16 MiB on 4 nodes
+24
 """
 
 from __future__ import annotations
@@ -50,11 +59,13 @@ from fractions import Fraction
 from typing import Mapping, Optional
 
 from ...errors import CostModelError
+from ...model import CollectiveKind
 from .algotime import algo_time, best, candidates
+from .ofi_regions import MAX_RANKS, MAX_SIZE, PLATFORM, SAME, TABLES, best_channels, extend
 from .versions import ALGOS, PROTOS, parse_version
 
 __all__ = ["DEFAULT_RELEASE", "INSTANCES", "TUNER_VARS", "region_pick", "check_env", "active",
-           "note", "tuned", "tuner_doc"]
+           "note", "tuned", "channels", "best_channels", "tuner_doc", "extend", "inside"]
 
 # EFA installer 1.43.2 (2025-08-15) ships libnccl-ofi 1.16.3 (AWS EC2 user guide, "Elastic
 # Fabric Adapter release notes", efa-changelog): the release in the p5 training table's image.
@@ -63,15 +74,10 @@ DEFAULT_RELEASE = "1.16.3"
 INSTANCES = {"aws-p4d": "p4d.24xlarge", "aws-p4de": "p4de.24xlarge", "aws-p5": "p5.48xlarge",
              "aws-p5e": "p5e.48xlarge", "aws-p5en": "p5en.48xlarge",
              "aws-p6-b200": "p6-b200.48xlarge"}
-COVERED = ("p5.48xlarge", "p5e.48xlarge")  # nccl_ofi_tuner.cpp v1.16.3:100-101
-# ranks a node for which each instance type's region_init_internal_* has a table (v1.16.3: p5en
-# 284, 435; p5/p5e 615, 708, 818; p6 942, 1025), all-reduce among them; other shapes: no regions
-SHAPES = {"p5.48xlarge": (8, 2, 1), "p5e.48xlarge": (8, 2, 1), "p5en.48xlarge": (8, 1),
-          "p6-b200.48xlarge": (8, 1)}
-PORTED = 8  # the shape whose table tracecli ports (p5/p5e's); the others' picks are not modelled
+# ranks a node for which each instance type has a table (ofi_regions.TABLES); other shapes: none
+SHAPES = {i: tuple(n for (p, n) in TABLES if p == PLATFORM[i]) for i in PLATFORM}
 # aws-ofi-nccl 1.16.3's library and the links to it it installs (src/Makefile.am v1.16.3:72-107)
 LIBRARIES = ("libnccl-net-ofi.so", "libnccl-net.so", "libnccl-ofi-tuner.so", "libnccl-tuner-ofi.so")
-MAX_SIZE, MAX_RANKS = 100.0 * 1024 ** 3, 1024.0 * 1024  # nccl_ofi_tuner_region.h v1.16.3:49-54
 EPS = 1e-10  # is_inside_region's eps (v1.16.3:165)
 
 
@@ -137,7 +143,11 @@ def inside(point, vertices) -> int:
     bounding box starts from vertex 0's x and vertex 1's y, as the C code does."""
     n = len(vertices)
     xs, ys = [v[0] for v in vertices], [v[1] for v in vertices]
-    if not (min(xs) - 1 <= point[0] <= max(xs) + 1 and min(ys) - 1 <= point[1] <= max(ys) + 1):
+    # an edge holds points up to 1e-10 of its length past its ends (intersect's eps on the
+    # segment's parameter): 11 bytes on one 100 GiB long; none past this margin
+    pad = 1.0 + 1e-9 * (max(xs) - min(xs) + max(ys) - min(ys))
+    if not (min(xs) - pad <= point[0] <= max(xs) + pad
+            and min(ys) - pad <= point[1] <= max(ys) + pad):
         return -1  # no edge within 1e-10 either: the C code's answer, found sooner
     for i in range(n):
         if _distance(point, vertices[i], vertices[(i + 1) % n], EPS) < EPS:
@@ -148,51 +158,6 @@ def inside(point, vertices) -> int:
     crosses = sum(_intersect(point, far, vertices[i], vertices[(i + 1) % n], EPS, False)[0] == 1
                   for i in range(n))  # assert() is compiled out: a 0 is not a crossing
     return 1 if crosses & 1 else -1
-
-
-def extend(a, b, z):
-    """``extend_region`` (v1.16.3:244-271)."""
-    if a[0] == b[0]:
-        return a[0], z[1]
-    if a[1] == b[1]:
-        return z[0], a[1]
-    m = (a[1] - b[1]) / (a[0] - b[0])
-    c = b[1] - m * b[0]
-    projected = m * z[0] + c
-    return (z[0], projected) if projected < z[1] else ((z[1] - c) / m, z[1])
-
-
-def _p5_p5e_allreduce() -> list:
-    """``region_init_internal_p5_p5e``'s all-reduce regions at 8 ranks a node (v1.16.3:615-706),
-    in order: ``[(algorithm, protocol, vertices), ...]``."""
-    top = (MAX_SIZE, MAX_RANKS)
-    tree_ll128 = extend((402653184, 2048), (402653184, 4096), top)
-    nvlstree_1 = extend((8053063680, 160), (9663676416, 192), top)
-    nvlstree_2 = extend((402653184, 2048), (402653184, 4096), top)
-    ring_simple = extend((8053063680, 160), (9663676416, 192), top)
-    return [
-        ("Tree", "LL128", [(0, 16), (31457280, 16), (37748736, 32), (117440512, 64),
-                           (301989888, 128), (301989888, 256), (335544320, 512),
-                           (536870912, 1024), (402653184, 2048), (402653184, 4096),
-                           tree_ll128, (0, tree_ll128[1])]),
-        ("NVLSTree", "Simple", [(31457281, 16), (MAX_SIZE, 16), (31457281, 16)]),
-        ("Ring", "LL128", [(31457280, 17), (1073741824, 17), (2147483648, 64),
-                           (2147483648, 128), (1342177280, 160), (2147483648, 256),
-                           (1074790400, 256), (444596224, 160), (301989888, 128),
-                           (117440512, 64), (37748736, 32)]),
-        ("NVLSTree", "Simple", [(2147483648, 128), (6442450944, 128), (8053063680, 160),
-                                (9663676416, 192), nvlstree_1, nvlstree_2, (402653184, 4096),
-                                (402653184, 2048), (536870912, 1024), (335544320, 512),
-                                (301989888, 256), (310378496, 160), (444596224, 160),
-                                (1074790400, 256), (2684354560, 256), (2147483648, 224),
-                                (1342177280, 160)]),
-        ("Ring", "Simple", [(1073741824, 17), (ring_simple[0], 17), ring_simple,
-                            (9663676416, 192), (8053063680, 160), (2684354560, 64),
-                            (1610612736, 32)]),
-    ]
-
-
-REGIONS = {("p5", "AllReduce"): _p5_p5e_allreduce()}
 
 
 def _release(text: str) -> tuple[int, ...]:
@@ -208,28 +173,30 @@ def region_pick(release: str, instance: str, func: str, nbytes: int, ranks: int,
     """The pair aws-ofi-nccl ``release``'s region tuner gives cost 0 for ``func`` (NCCL's name,
     "AllReduce") of ``nbytes`` on ``ranks`` ranks over ``nodes`` nodes of ``instance``; ``None``
     where it leaves NCCL's own choice. ``enabled``: the pairs NCCL's cost table holds (the v3
-    interface skips the others; ``None``: the v2 interface, which skips NVLSTree unless
-    ``nvls``). Releases 1.13-1.18 only: from 1.19.0 the geometry runs on log2 coordinates
-    (``transform_log2``, ``nccl_ofi_regions.cpp`` v1.21.1:205,242,258), not ported. A shape
-    with a table not ported here (2 or 1 ranks a node, :func:`modelled`) is refused too."""
+    interface skips the others, v1.16.3:1366-1371; ``None``: the v2 interface, which skips PAT,
+    and NVLSTree unless ``nvls``, v1.16.3:1297-1303). The tables are 1.16.3's
+    (:mod:`.ofi_regions`): a release whose table for ``instance`` differs is refused, and so
+    are releases from 1.19.0, whose geometry runs on log2 coordinates (``transform_log2``,
+    ``nccl_ofi_regions.cpp`` v1.21.1:205,242,258), not ported."""
     rel = _release(release)
     if rel >= (1, 19):
         raise CostModelError(f"aws-ofi-nccl {release}'s region tuner tests points in log2 space "
                              "(from 1.19.0), which tracecli does not model; it models 1.13-1.18")
-    if rel < (1, 13) or instance not in COVERED or nodes <= 0 or ranks % nodes:
-        return None  # before 1.13 p5/p5e had no region tables of this shape (nccl_ofi_regions.c)
+    if rel < (1, 13) or instance not in PLATFORM or nodes <= 0 or ranks % nodes:
+        return None  # before 1.13 no region tables of these shapes (nccl_ofi_regions.c)
+    first, last = SAME[PLATFORM[instance]]
+    if not first <= rel[:3] <= last:
+        raise CostModelError(f"aws-ofi-nccl {release}'s region table for {instance} is not "
+                             f"1.16.3's, which tracecli models (the same in "
+                             f"{'.'.join(map(str, first))}-{'.'.join(map(str, last))})")
     if nodes <= 2 and rel >= (1, 14):
         return None  # nccl_ofi_regions.cpp v1.16.3:1352-1357
-    if ranks // nodes in SHAPES[instance] and ranks // nodes != PORTED:
-        raise CostModelError(f"aws-ofi-nccl's table for {ranks // nodes} GPUs a node on "
-                             f"{instance} is not modelled")
-    if ranks != PORTED * nodes:
-        return None  # no table: no regions
-    point = (float(nbytes), float(ranks))
-    for algo, proto, vertices in REGIONS.get(("p5", func), ()):
+    regions = TABLES.get((PLATFORM[instance], ranks // nodes), {}).get(func, ())
+    point = (float(nbytes), float(ranks))  # no table for this shape or collective: no regions
+    for algo, proto, vertices in regions:
         if enabled is not None and (algo, proto) not in enabled:
             continue
-        if enabled is None and algo == "NVLSTree" and not nvls:
+        if enabled is None and (algo == "PAT" or algo == "NVLSTree" and not nvls):
             continue
         if inside(point, vertices) >= 0:
             return algo, proto
@@ -250,11 +217,16 @@ def _opens(plugin: str) -> bool:
     return plugin.rsplit("/", 1)[-1] in LIBRARIES
 
 
-def check_env(env: Mapping[str, str], version: Optional[str] = None) -> None:
+def check_env(env: Mapping[str, str], version: Optional[str] = None,
+              platform: Optional[str] = None) -> None:
     """Refuse tuner settings tracecli does not model, and those NCCL ``version`` fails the
-    communicator under (one line each)."""
+    communicator under (one line each). ``OFI_NCCL_TUNER_TYPE=Model`` runs the Model tuner
+    where the instance type has one (p5, p5e, p5en: ``is_model_supported``,
+    ``nccl_ofi_model.cpp`` v1.16.3:130-137), not modelled; on p6-b200 it is ignored and the
+    Region tuner runs (``nccl_ofi_tuner.cpp`` v1.16.3:132-143)."""
     kind = env.get("OFI_NCCL_TUNER_TYPE")
-    if kind is not None and kind.lower() == "model":  # strcasecmp, nccl_ofi_tuner.cpp v1.16.3:72-80
+    if kind is not None and kind.lower() == "model" \
+            and INSTANCES.get(platform or "") != "p6-b200.48xlarge":  # strcasecmp, v1.16.3:72-80
         raise CostModelError(f"OFI_NCCL_TUNER_TYPE={kind}: tracecli models aws-ofi-nccl's "
                              "Region tuner and Internal (NCCL's own choice); the Model tuner "
                              "is not modelled")
@@ -264,11 +236,23 @@ def check_env(env: Mapping[str, str], version: Optional[str] = None) -> None:
         raise CostModelError(f"NCCL_TUNER_PLUGIN={plugin}: tracecli models aws-ofi-nccl's "
                              "tuner (a library named *ofi*) or none; another tuner's choice is "
                              "not modelled")
-    if version is not None and (2, 19) <= _nccl(version) < (2, 21) and plugin \
-            and _opens(plugin) and ("NCCL_ALGO" in env or "NCCL_PROTO" in env):
-        raise CostModelError(f"NCCL {version} loads aws-ofi-nccl's tuner ({plugin}), whose init "
+    loaded = _tuner_name(env, platform)
+    if version is not None and (2, 19) <= _nccl(version) < (2, 21) and loaded \
+            and _opens(loaded) and ("NCCL_ALGO" in env or "NCCL_PROTO" in env):
+        raise CostModelError(f"NCCL {version} loads aws-ofi-nccl's tuner ({loaded}), whose init "
                              "refuses NCCL_ALGO/NCCL_PROTO (nccl_ofi_tuner.cpp v1.16.3:269-276):"
-                             " NCCL fails communicator init; unset them or NCCL_TUNER_PLUGIN")
+                             " NCCL fails communicator init; unset them, or set "
+                             "NCCL_TUNER_PLUGIN=none (a library NCCL cannot open: no tuner)")
+
+
+def _tuner_name(env: Mapping[str, str], platform: Optional[str]) -> Optional[str]:
+    """``NCCL_TUNER_PLUGIN`` as NCCL reads it: aws-ofi-nccl 1.16's net plugin, which NCCL inits
+    first (``init.cc`` v2.20.5-1: ``commAlloc`` before ``ncclLoadTunerPlugin`` at 1503), sets
+    it where it is unset, on every AWS instance, to the library NCCL opened it as
+    (``configure_tuner``, ``platform-aws.cpp`` v1.16.3:475-531): ``libnccl-net.so`` where
+    ``NCCL_NET_PLUGIN`` is unset (``net.cc`` v2.20.5-1:344-351)."""
+    name = env.get("NCCL_TUNER_PLUGIN")
+    return "libnccl-net.so" if name is None and platform in INSTANCES else name
 
 
 def active(platform: str, version: str, nodes: int, env: Mapping[str, str],
@@ -284,41 +268,40 @@ def active(platform: str, version: str, nodes: int, env: Mapping[str, str],
                              "tuner of release 1.16.x only")
     instance = INSTANCES.get(platform)
     if instance not in SHAPES or nodes < 2:
-        return None  # not AWS EFA, no tuner table (p4d, p4de), or no network plugin on one node
+        return None  # not AWS EFA, no tuner table (p4d, p4de), or one node (it picks nothing)
     nccl = _nccl(version)
     plugin = env.get("NCCL_TUNER_PLUGIN") or None  # 2.21+: "" is unset (strlen, v2.21.5-1:61)
     if nccl < (2, 19):
         return None  # no tuner interface
     if nccl < (2, 21):
-        if env.get("NCCL_TUNER_PLUGIN") is None or not _opens(env["NCCL_TUNER_PLUGIN"]):
+        if not _opens(_tuner_name(env, platform) or ""):
             return None  # 2.19-2.20 open only the library NCCL_TUNER_PLUGIN names
     elif plugin is not None and plugin.lower() == "none" and nccl >= (2, 28):
         return None  # tuner.cc v2.28.9-1:56-59; before 2.28 "none" opens nothing: the net plugin's
     if env.get("OFI_NCCL_TUNER_TYPE", "").lower() == "internal":
-        return None  # any other value but Model (refused): the Region tuner (v1.16.3:72-80)
+        return None  # any other value: the Region tuner (v1.16.3:72-80; Model: check_env)
     if "OFI_NCCL_FORCE_NUM_RAILS" in env:
         return None  # v1.16.3:80-97
     return instance
 
 
-def _shape(model) -> tuple[Optional[str], bool, bool]:
-    """``(instance, tunes, modelled)`` for ``model``'s job: whether the real tuner tunes this
-    communicator (more than 2 nodes, a table for its GPUs a node) and whether tracecli
-    reproduces what it does (a ported table, or nothing to do)."""
+def _shape(model) -> tuple[Optional[str], bool]:
+    """``(instance, tunes)`` for ``model``'s job: the instance type whose tuner NCCL runs
+    (:func:`active`) and whether it tunes this communicator (more than 2 nodes, a table for
+    its GPUs a node)."""
     nodes, platform = model.topology.nodes, model.name.removeprefix("nccl:")
     if platform not in INSTANCES:  # every pick asks: not AWS, no tuner (as active() would say)
-        return None, False, True
+        return None, False
     instance = active(platform, model.version, nodes, dict(model.nccl_env))
     if instance is None:
-        return None, False, True
+        return None, False
     per_node = model.gpus // nodes if model.gpus % nodes == 0 else 0
-    tunes = nodes > 2 and per_node in SHAPES[instance]
-    return instance, tunes, not tunes or (instance in COVERED and per_node == PORTED)
+    return instance, nodes > 2 and per_node in SHAPES[instance]
 
 
 def note(model) -> str:
     """What the model line says of the tuner ("" where there is none to speak of)."""
-    instance, tunes, modelled = _shape(model)
+    instance, tunes = _shape(model)
     if instance is None:
         return ""
     nodes = model.topology.nodes
@@ -326,25 +309,29 @@ def note(model) -> str:
         return (f"; aws-ofi-nccl {DEFAULT_RELEASE}'s region tuner " + (
             f"leaves {nodes} nodes to NCCL's own pick" if nodes <= 2 else
             f"has no table for {model.gpus // nodes} GPUs a node: NCCL's own pick"))
-    if not modelled:
-        return (f"; aws-ofi-nccl's tuner picks here; its table for {model.gpus // nodes} GPUs a "
-                f"node of {instance} is not modelled: NCCL's own pick shown")
+    sets = (" and the channels of its tree/LL128 all-reduce picks of 4-32 MiB" if
+            instance == "p6-b200.48xlarge" and model.gpus == 8 * nodes else "")
     return (f"; picks by aws-ofi-nccl {DEFAULT_RELEASE}'s region tuner for {instance} where it "
-            "has one")
+            f"has one{sets}")
+
+
+def _hit(model, table, func: str, charged: int) -> Optional[tuple[str, str]]:
+    """The pair the tuner gives cost 0 (``None``: no region, NCCL's own choice): the v3
+    interface (NCCL 2.22+) skips what NCCL's table disables, the v2 one (2.21) reads no table."""
+    instance, tunes = _shape(model)
+    if not tunes:
+        return None
+    v3 = _nccl(model.version) >= (2, 22)
+    enabled = {(ALGOS[x], PROTOS[y]) for x, y in candidates(table, func)} if v3 else None
+    return region_pick(DEFAULT_RELEASE, instance, func, charged, model.gpus,
+                       model.topology.nodes, enabled, model.nvls is not None)
 
 
 def tuned(model, table, func: str, charged: int) -> tuple[float, int, int]:
     """``algotime.best`` with aws-ofi-nccl's region tuner in front where the job runs it
-    (:func:`active`) and tracecli has its table: ``(µs, algorithm, protocol)``, the µs NCCL's
-    own model time of the pair."""
+    (:func:`active`): ``(µs, algorithm, protocol)``, the µs NCCL's own model time of the pair."""
     us, a, p = best(table, func, charged)
-    instance, tunes, modelled = _shape(model)
-    if not tunes or not modelled or a < 0:
-        return us, a, p
-    v3 = _nccl(model.version) >= (2, 22)
-    enabled = {(ALGOS[x], PROTOS[y]) for x, y in candidates(table, func)} if v3 else None
-    hit = region_pick(DEFAULT_RELEASE, instance, func, charged, model.gpus,
-                      model.topology.nodes, enabled, model.nvls is not None)
+    hit = _hit(model, table, func, charged) if a >= 0 else None
     if hit is None:
         return us, a, p
     a, p = ALGOS.index(hit[0]), PROTOS.index(hit[1])
@@ -355,12 +342,30 @@ def tuned(model, table, func: str, charged: int) -> tuple[float, int, int]:
     return us, a, p
 
 
+def channels(model, kind, algo: str, proto: str, charged: int, start: int) -> int:
+    """The channels NCCL runs the tuner's pick on where the tuner sets them (0: NCCL's own
+    count): on p6-b200 at 8 GPUs a node, a tree/LL128 all-reduce of 4 to 32 MiB the tuner
+    picks gets :func:`best_channels` (v1.16.3:1392-1402, the v3 interface only), which NCCL
+    takes over its own (``enqueue.cc`` v2.27.7-1:1935) and runs on at most ``start``, its
+    ``nChannels`` (v2.27.7-1:549-550,623-624). ``kind``: a
+    :class:`~tracecli.model.CollectiveKind`."""
+    if algo != "Tree" or proto != "LL128" or not 4 << 20 <= charged <= 32 << 20 \
+            or kind is not CollectiveKind.ALL_REDUCE or model.gpus != 8 * model.topology.nodes \
+            or INSTANCES.get(model.name.removeprefix("nccl:")) != "p6-b200.48xlarge" \
+            or _nccl(model.version) < (2, 22):
+        return 0
+    if _hit(model, model._table(), "AllReduce", charged) != ("Tree", "LL128"):
+        return 0  # NCCL's own pick (no region), or the tuner's is not tree/LL128
+    return min(best_channels(charged, model.topology.nodes), start)
+
+
 def tuner_doc(model) -> Optional[dict]:
     """``--json``'s ``tuner``: the tuner NCCL runs for this model's job (null: none, or no region
     table for the instance type). ``tunes``: the real tuner picks for this communicator;
-    ``modelled``: tracecli's picks are the ones it makes NCCL take."""
-    instance, tunes, modelled = _shape(model)
+    ``modelled``: tracecli's picks are the ones it makes NCCL take (every table of the release
+    is ported, :mod:`.ofi_regions`)."""
+    instance, tunes = _shape(model)
     if instance is None:
         return None
     return {"name": "aws-ofi-nccl region tuner", "release": DEFAULT_RELEASE,
-            "instance": instance, "modelled": modelled, "tunes": tunes}
+            "instance": instance, "modelled": True, "tunes": tunes}

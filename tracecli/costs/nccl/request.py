@@ -225,12 +225,20 @@ def _forced(model: NcclModel, req: TopologyRequest, log, notices: list[str]) -> 
     """``model`` under the NCCL settings the log's run forced and ``--nccl-env`` gives (the
     latter wins), each checked where it was given."""
     env, given = {}, dict(req.nccl_env or ())
+    # NCCL_ALGO/NCCL_PROTO fail the communicator where NCCL 2.19-2.20 load aws-ofi-nccl's
+    # tuner, which NCCL_TUNER_PLUGIN decides (ofi_tuner.check_env): checked beside it
+    plugin = {k: v for k, v in [*((k, v[0]) for k, v in (log.env if log else {}).items()),
+                                *given.items()] if k == "NCCL_TUNER_PLUGIN"}
+
+    def alone(name: str, value: str) -> dict:
+        return {name: value, **plugin} if name in ("NCCL_ALGO", "NCCL_PROTO") else {name: value}
+
     if log is not None and log.env:
         for name, (value, line) in log.env.items():
             if name in given:
                 continue
             try:
-                restrict(model, {name: value})
+                restrict(model, alone(name, value))
             except CostModelError as e:
                 raise CalibrationError(f"the run's {e} (or pass --nccl-env {name}=VALUE)",
                                        path=req.nccl_log, line=line) from None
@@ -242,7 +250,7 @@ def _forced(model: NcclModel, req: TopologyRequest, log, notices: list[str]) -> 
                        + (f"--nccl-env replaces the run's {replaced}" if replaced else ""))
     try:
         for name, value in given.items():
-            restrict(model, {name: value})
+            restrict(model, alone(name, value))
             env[name] = value
         return restrict(model, env) if env else model
     except CostModelError as e:

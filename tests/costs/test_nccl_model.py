@@ -7,7 +7,8 @@ import pytest
 from tracecli.costs.model import CostModel
 from tracecli.costs.nccl.model import NcclModel
 from tracecli.costs.nccl.nccl_tests import read_nccl_tests
-from tracecli.costs.nccl.tuning import best, tune
+from tracecli.costs.nccl.algotime import best
+from tracecli.costs.nccl.tuning import tune
 from tracecli.costs.nccl.versions import constants_for
 from tracecli.errors import CostModelError
 from tracecli.model import CollectiveKind as K

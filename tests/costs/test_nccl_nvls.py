@@ -10,7 +10,8 @@ from tracecli.costs.nccl.graph import GPUS
 from tracecli.costs.nccl.model import NcclModel
 from tracecli.costs.nccl.nccllog import read_nccl_log
 from tracecli.costs.nccl.nvls import nvls_support, search_nvls
-from tracecli.costs.nccl.tuning import ALGOS, PROTOS, best, tune
+from tracecli.costs.nccl.algotime import best
+from tracecli.costs.nccl.tuning import ALGOS, PROTOS, tune
 from tracecli.costs.nccl.versions import constants_for
 from tracecli.model import CollectiveKind as K
 

@@ -16,7 +16,7 @@ from tracecli.cli import cli
 from tracecli.costs.nccl import ofi_tuner as ot
 from tracecli.costs.nccl.model import NcclModel
 from tracecli.costs.nccl.request import TopologyRequest, topology_model
-from tracecli.costs.nccl.tuning import _candidates
+from tracecli.costs.nccl.algotime import candidates
 from tracecli.costs.nccl.versions import ALGOS, PROTOS
 from tracecli.errors import CostModelError
 from tracecli.model import CollectiveKind
@@ -261,7 +261,7 @@ def test_every_shape_with_a_table_takes_the_tuners_pick():
 
 
 def _enabled(model) -> set:
-    return {(ALGOS[a], PROTOS[p]) for a, p in _candidates(model._table(), "AllReduce")}
+    return {(ALGOS[a], PROTOS[p]) for a, p in candidates(model._table(), "AllReduce")}
 
 
 def test_cli_switches_and_bad_values():

@@ -5,8 +5,9 @@ from pathlib import Path
 import pytest
 
 from tracecli.costs.nccl.nccllog import read_nccl_log
+from tracecli.costs.nccl.algotime import algo_time, best
 from tracecli.costs.nccl.tuning import (ALGOS, FUNCS, PROTOS, RING, SIMPLE, TREE, AlgoGraph, Comm,
-                                         algo_time, best, tune)
+                                         tune)
 from tracecli.costs.nccl.versions import constants_for
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "nccl"

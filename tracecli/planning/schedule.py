@@ -125,6 +125,12 @@ def run(step: Step, duration: Callable[[Comm, bool], float]) -> StepTimes:
         return ends[k - 1] if k > 0 else 0.0
 
     def comm_time(i: int) -> CommTime:
+        done = times[i]
+        if done is not None:
+            return done
+        p, f = previous[i], comms[i].follows
+        if (p is None or times[p] is not None) and (f is None or times[f] is not None):
+            return time_one(i, p, f)  # waits for nothing untimed: the usual case, in order
         stack, on = [i], {i}
         while stack:  # what it waits for first (the comm before it, the one it follows)
             j = stack[-1]
@@ -141,16 +147,20 @@ def run(step: Step, duration: Callable[[Comm, bool], float]) -> StepTimes:
                 continue
             stack.pop()
             on.discard(j)
-            if times[j] is not None:
-                continue
-            ready = _ready(comms[j], span_end)
-            if f is not None:
-                ready = max(ready, times[f].end_ms)
-            free = times[p].end_ms if p is not None else None
-            queued = free is not None and ready <= free
-            start = max(ready, free) if free is not None else ready
-            times[j] = CommTime(ready, start, start + duration(comms[j], queued), queued)
+            if times[j] is None:
+                time_one(j, p, f)
         return times[i]
+
+    def time_one(j: int, p: Optional[int], f: Optional[int]) -> CommTime:
+        """Comm ``j``'s times, those it waits for (``p`` before it, ``f`` it follows) timed."""
+        ready = _ready(comms[j], span_end)
+        if f is not None:
+            ready = max(ready, times[f].end_ms)
+        free = times[p].end_ms if p is not None else None
+        queued = free is not None and ready <= free
+        start = max(ready, free) if free is not None else ready
+        hit = times[j] = CommTime(ready, start, start + duration(comms[j], queued), queued)
+        return hit
 
     clock = 0.0
     for span in spans:

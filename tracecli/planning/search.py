@@ -37,7 +37,9 @@ A gradient that travels alone (a sparse one, all-gathered: ``alone``) is its own
 
 from __future__ import annotations
 
+import operator
 from collections import deque
+from itertools import accumulate, islice
 from typing import Callable, Optional, Sequence
 
 from ..costs.curve import Curve, LowerTable
@@ -51,13 +53,9 @@ Searched = tuple[list[tuple[int, ...]], float]
 
 
 def _prefix(ready: Sequence[float], nbytes: Sequence[int]) -> list[int]:
-    for a, b in zip(ready, ready[1:]):
-        if b < a:
-            raise PlanError("gradient ready times must not decrease in readiness order")
-    prefix = [0] * (len(nbytes) + 1)
-    for j, size in enumerate(nbytes, 1):
-        prefix[j] = prefix[j - 1] + size
-    return prefix
+    if any(map(operator.gt, ready, islice(ready, 1, None))):  # some b < a, a before b
+        raise PlanError("gradient ready times must not decrease in readiness order")
+    return list(accumulate(nbytes, initial=0))
 
 
 def _buckets(parent: list[int], n: int) -> list[tuple[int, ...]]:
@@ -97,31 +95,36 @@ def line_partition(ready: Sequence[float], nbytes: Sequence[int], line: Linear,
     n = len(ready)
     prefix = _prefix(ready, nbytes)
     finish, parent = [0.0] * (n + 1), [0] * (n + 1)
-    window: deque[int] = deque()  # i with increasing finish[i] - b·prefix[i]
+    keys = [0.0] * (n + 1)  # finish[i] - b·prefix[i], once i is a candidate
+    window: deque[int] = deque()  # i with increasing keys[i]
     k = 0  # the largest i with finish[i] <= ready (moves right only)
-    bounds = _Window(prefix, cap)
+    lo = barrier = 0  # the window's left end (_Window.at, inline: this loop is the hot one)
     for j in range(1, n + 1):
-        r = ready[j - 1]
-        key_new = finish[j - 1] - b * prefix[j - 1]
-        while window and finish[window[-1]] - b * prefix[window[-1]] >= key_new:
+        r, s_j = ready[j - 1], prefix[j]
+        key_new = keys[j - 1] = finish[j - 1] - b * prefix[j - 1]
+        while window and keys[window[-1]] >= key_new:
             window.pop()
         window.append(j - 1)
-        lo = bounds.at(j)
+        if cap is not None:
+            while lo < j - 1 and s_j - prefix[lo] > cap:
+                lo += 1
+        if lo < barrier:
+            lo = barrier
         while k + 1 <= j - 1 and finish[k + 1] <= r:
             k += 1
-        if j - 1 in alone:
+        if alone and j - 1 in alone:
             finish[j], parent[j] = max(r, finish[j - 1]) + alone[j - 1], j - 1
-            bounds.barrier = j
+            barrier = j
             continue
         best, best_i = float("inf"), -1
         if k >= lo:
-            best, best_i = r + c + b * (prefix[j] - prefix[k]), k
-        left = max(lo, k + 1)
+            best, best_i = r + c + b * (s_j - prefix[k]), k
+        left = lo if lo > k else k + 1
         while window and window[0] < left:
             window.popleft()
         if window:
             i = window[0]
-            value = finish[i] - b * prefix[i] + c + b * prefix[j]
+            value = keys[i] + c + b * s_j
             if value < best or (value == best and i > best_i):
                 best, best_i = value, i
         finish[j], parent[j] = best, best_i
@@ -234,13 +237,19 @@ def window_work(ready: Sequence[float], nbytes: Sequence[int], cap: Optional[int
     """How many (i, j) terms :func:`scan_partition` evaluates: the sum of the windows."""
     alone = alone or {}
     prefix = _prefix(ready, nbytes)
-    bounds, work = _Window(prefix, cap), 0
+    lo = barrier = work = 0  # _Window.at, inline (a pass over every gradient)
     for j in range(1, len(ready) + 1):
-        if j - 1 in alone:
-            bounds.barrier = j
+        if alone and j - 1 in alone:
+            barrier = j
             work += 1
             continue
-        work += j - bounds.at(j)
+        if cap is not None:
+            s_j = prefix[j]
+            while lo < j - 1 and s_j - prefix[lo] > cap:
+                lo += 1
+        if lo < barrier:
+            lo = barrier
+        work += j - lo
     return work
 
 

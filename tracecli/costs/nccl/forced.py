@@ -157,7 +157,7 @@ def enables(env: Mapping[str, str], version: str, nodes: int) -> tuple[list, lis
 
 
 def _available(table: Table, f: int) -> bool:
-    """Whether collective ``f`` has a pair NCCL may pick (tuning._candidates' rules)."""
+    """Whether collective ``f`` has a pair NCCL may pick (algotime.candidates' rules)."""
     comm = table.comm
     for a in range(len(ALGOS)):
         if a in (CN_DIRECT, CN_CHAIN) and not comm.collnet or \
@@ -196,7 +196,7 @@ def apply(table: Table, env: Mapping[str, str], version: str) -> Table:
                     table.bw[f][a][p] = 0.0
         if (2, 19) <= release < PREFIXES and not _available(table, f):
             table.bw[f][RING] = list(ring_kept[f])  # "at least set ring algo available"
-    table.__dict__.pop("_candidates", None)
+    table.__dict__.pop("_memo", None)  # algotime's cache of the table
     return table
 
 

@@ -1,7 +1,7 @@
 """``NcclModel``: the cost-model protocol (:class:`~tracecli.costs.model.CostModel`) answered by
 NCCL's own model: per size, the argmin over NCCL's enabled (algorithm, protocol) pairs of
-``latency + bytes / bandwidth`` (:mod:`.tuning`), for the graph of a topology (:mod:`.graph`),
-a platform (:mod:`.platforms`) or a log (:mod:`.nccllog`).
+``latency + bytes / bandwidth`` (:mod:`.tuning`, :mod:`.algotime`), for the graph of a
+topology (:mod:`.graph`), a platform (:mod:`.platforms`) or a log (:mod:`.nccllog`).
 
 ``time_ms(kind, n)``: NCCL's predicted time of one collective of a bucket of ``n`` bytes, where
 the bytes NCCL charges are ``n`` for all-reduce and broadcast, the gathered buffer
@@ -38,14 +38,17 @@ from .graph import GPUS, MESH_GPUS, search_graphs, tree_pattern_is_tree
 from .nvls import search_nvls
 from .platforms import PLATFORMS
 from .fit_time import resolve
+from .describe import description_of, topology_doc_of
 from .channels import model_channels
 from .forced import apply, no_algorithm, restrict
-from .ofi_tuner import channels, tuned, tuner_doc
+from .ofi_tuner import channels, tuned
 from .pipeline import fill_bytes
-from .report import picks_of, summary_of
+from .report import summary_of
 from .timing import TimeParams, channels_used, features, launch_us, time_us
-from .transports import DEFAULT_NET, NETS, channel_scale, efa_class, nccl_nics, plugin_latency
-from .tuning import ALGOS, FUNCS, NO_GRAPH, PROTOS, AlgoGraph, Comm, algo_terms, tune
+from .wire import line_rate_us
+from .transports import DEFAULT_NET, NETS, channel_scale, nccl_nics, plugin_latency, time_class
+from .algotime import algo_terms
+from .tuning import ALGOS, FUNCS, NO_GRAPH, PROTOS, AlgoGraph, Comm, tune
 from .versions import DEFAULT_VERSION, constants_for
 
 __all__ = ["NcclModel", "LINE_FROM", "LINE_TO", "FUNC_OF"]
@@ -146,12 +149,17 @@ class NcclModel:
     def _table(self, latency: Optional[float] = None):
         """NCCL's tuning table; ``latency``: the network latency on the graphs (default: what
         the network reports to NCCL, :attr:`plugin_latency_us`)."""
-        lat = self.plugin_latency_us if latency is None else latency
-        key = ("table", lat)
+        if latency is None:  # asked at every size: what the network reports, read once
+            hit = self._cache.get("reported")
+            if hit is None or hit[0] is not self:  # a copy by ``replace`` shares the cache
+                hit = self._cache["reported"] = (self, self._table(self.plugin_latency_us))
+            return hit[1]
+        key = ("table", latency)
         if key not in self._cache:
             t = self.topology
             # search.cc:745 sets the NET's latency on every graph that crosses the network
-            ring, tree, nvls = (g if lat == 0 or g is None else replace(g, latency_inter=lat)
+            ring, tree, nvls = (g if latency == 0 or g is None
+                                else replace(g, latency_inter=latency)
                                 for g in (self.ring, self.tree, self.nvls))
             comm = Comm(t.ranks, t.nodes, self.compcap, ring, tree, cpu=self.cpu,
                         tree_pattern_tree=self.tree_pattern_tree,
@@ -206,11 +214,10 @@ class NcclModel:
         # plugin's reported latency is a knob for NCCL's choice (aws-ofi-nccl chose 75 us
         # because "NCCL's internal tuner choices work better with this value",
         # platform-aws.cpp:774-780), so the time model's latency term leaves it out
-        table = self._table(0.0)
+        _, table, start, ring_gbps = self._sized()
         lat, bw = algo_terms(table, self._func(kind), ALGOS.index(a), PROTOS.index(p), charged)
-        comm, start = table.comm, model_channels(self, collective=True)
         used = channels(self, kind, a, p, charged, start) or channels_used(
-            a, p, charged, start, comm.n_ranks, self.ring.n_channels * self.ring.bw_intra)
+            a, p, charged, start, table.comm.n_ranks, ring_gbps)
         nvls = a in ("NVLS", "NVLSTree")
         fill = fill_bytes(a, charged, self.compcap, self.topology.nodes, self.nvls.n_channels,
                           self.version, self.nvls) if nvls and self.nvls is not None else 0
@@ -219,6 +226,16 @@ class NcclModel:
                               1.0 / per if per > 0 else 0.0)
         return features(lat, bw, charged, used, start, self.topology.nodes > 1,
                         nvls and self.compcap >= 100, nvls, fill, a == "Ring", scale)
+
+    def _sized(self) -> tuple["NcclModel", Any, int, float]:
+        """What :meth:`features` reads at every size, computed once: ``(self, NCCL's table
+        without the network's reported latency, the channels a ring or tree starts from, the
+        ring graph's GB/s)`` (kept with ``self``: a copy made by ``replace`` shares the cache)."""
+        hit = self._cache.get("sized")
+        if hit is None or hit[0] is not self:
+            hit = self._cache["sized"] = (self, self._table(0.0), model_channels(
+                self, collective=True), self.ring.n_channels * self.ring.bw_intra)
+        return hit
 
     def time_params(self) -> Optional[tuple[TimeParams, str]]:
         """The fitted constants that time this topology, with their class (fitted.py)."""
@@ -229,13 +246,8 @@ class NcclModel:
 
     @property
     def time_class(self) -> Optional[str]:
-        """The class of fitted constants that times this topology: :attr:`link_net`, and on
-        EFA the protocol aws-ofi-nccl runs there (:func:`.transports.efa_class`)."""
-        net = self.link_net
-        if net != "efa":
-            return net
-        p = PLATFORMS.get(self.name.removeprefix("nccl:"))
-        return efa_class(p.protocol if p else None, self.nics or 0, self.topology.gpus_per_node)
+        """The fitted constants' class: :attr:`link_net`, on EFA by protocol (transports.py)."""
+        return time_class(self.link_net, self.name, self.nics or 0, self.topology.gpus_per_node)
 
     @property
     def link_net(self) -> Optional[str]:
@@ -253,7 +265,9 @@ class NcclModel:
         if hit is None:  # nothing fitted: NCCL's own time
             return self.pick(kind, charged)[2]
         feats = self.features(kind, charged, hit[0])
-        return time_us(hit[0], feats) + launch_us(hit[0], gpus_per_thread) if feats[0] else 0.0
+        t = time_us(hit[0], feats) + launch_us(hit[0], gpus_per_thread) if feats[0] else 0.0
+        # never faster than the bytes can cross a node's NICs (wire.py)
+        return max(t, line_rate_us(self._func(kind), charged, self.topology.nodes, self.nic_gbps))
 
     def time_ms(self, kind: CollectiveKind, nbytes: float, queued: bool = False) -> float:
         ms = self._cache.get((kind, nbytes, "ms"))  # timelines ask for every bucket: one lookup
@@ -344,25 +358,8 @@ class NcclModel:
         return None if a == "none" else (a, p)
 
     def topology_doc(self) -> dict[str, Any]:
-        """The topology as ``collective --json`` reports it."""
-        t = self.topology
-        return {"nodes": t.nodes, "gpus_per_node": t.gpus_per_node, "gpus": t.ranks,
-                "device": self.device, "intra": self.intra, "nic_gbps": self.nic_gbps,
-                "nics": self.nics, "net": self.link_net, "nccl_env": dict(self.nccl_env),
-                "nccl_version": self.version, "constants": constants_for(self.version).tag,
-                "graph": self._graphs(), "time_model": self._time_doc(), "tuner": tuner_doc(self)}
-
-    def _time_doc(self) -> Optional[dict[str, Any]]:
-        """The fitted constants that time this topology (null where none)."""
-        hit = self.time_params()
-        return None if hit is None else {"class": hit[1], **{
-            k: v for k, v in hit[0].__dict__.items() if k != "launch"}}  # launch: training only
-
-    def _graphs(self) -> dict[str, Any]:
-        """Ring, tree and NVLS graphs (``nvls`` null where NCCL would not enable it)."""
-        return {"ring": dict(self.ring.__dict__), "tree": dict(self.tree.__dict__),
-                "nvls": None if self.nvls is None else dict(self.nvls.__dict__),
-                "source": self.graph_source}
+        """The topology as ``collective --json`` reports it (:mod:`.describe`)."""
+        return topology_doc_of(self)
 
     def summary(self) -> str:  # one line: what the model is, where its figures come from
         return summary_of(self)
@@ -399,13 +396,5 @@ class NcclModel:
         return restrict(other, dict(self.nccl_env)) if self.nccl_env else other
 
     def describe(self) -> dict[str, Any]:
-        sizes = [1 << k for k in range(3, 35, 2)]
-        return {"name": self.name, "model": "nccl", "nccl_version": self.version,
-                "constants": constants_for(self.version).tag, "gpus": self.gpus,
-                "nodes": self.topology.nodes, "gpus_per_node": self.topology.gpus_per_node,
-                "device": self.device, "intra": self.intra, "nic_gbps": self.nic_gbps,
-                "nics": self.nics, "net": self.link_net, "nccl_env": dict(self.nccl_env),
-                "graph": self._graphs(), "time_model": self._time_doc(), "tuner": tuner_doc(self),
-                "linear": f"secant of NCCL's curve between {LINE_FROM} and {LINE_TO} bytes",
-                "algorithm": {k.value: picks_of(self, k, sizes) for k in FUNC_OF},
-                "source": self.source}
+        """The model as a plan file keeps it (:mod:`.describe`)."""
+        return description_of(self, (LINE_FROM, LINE_TO), FUNC_OF)

@@ -60,7 +60,7 @@ from typing import Mapping, Optional
 
 from ...errors import CostModelError
 from ...model import CollectiveKind
-from .tuning import _candidates, algo_time, best
+from .algotime import algo_time, best, candidates
 from .ofi_regions import MAX_RANKS, MAX_SIZE, PLATFORM, SAME, TABLES, best_channels, extend
 from .versions import ALGOS, PROTOS, parse_version
 
@@ -322,13 +322,13 @@ def _hit(model, table, func: str, charged: int) -> Optional[tuple[str, str]]:
     if not tunes:
         return None
     v3 = _nccl(model.version) >= (2, 22)
-    enabled = {(ALGOS[x], PROTOS[y]) for x, y in _candidates(table, func)} if v3 else None
+    enabled = {(ALGOS[x], PROTOS[y]) for x, y in candidates(table, func)} if v3 else None
     return region_pick(DEFAULT_RELEASE, instance, func, charged, model.gpus,
                        model.topology.nodes, enabled, model.nvls is not None)
 
 
 def tuned(model, table, func: str, charged: int) -> tuple[float, int, int]:
-    """``tuning.best`` with aws-ofi-nccl's region tuner in front where the job runs it
+    """``algotime.best`` with aws-ofi-nccl's region tuner in front where the job runs it
     (:func:`active`): ``(µs, algorithm, protocol)``, the µs NCCL's own model time of the pair."""
     us, a, p = best(table, func, charged)
     hit = _hit(model, table, func, charged) if a >= 0 else None

@@ -55,6 +55,7 @@ pipeline full: neither is given a fill (docs/nccl-time-model.md: fitted, both ca
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Optional
 
 from .channels import nvls_channels as of_release
@@ -68,6 +69,7 @@ _SHRINK = {"NVLS": ((64, 65536), (8, 32768), (2, 16384)),
            "NVLSTree": ((32, 262144), (16, 131072), (4, 65536), (1, 32768))}
 
 
+@lru_cache(maxsize=256)  # a plan asks at every size; pure
 def nvls_channels(compcap: int, nodes: int, version: str = "2.30.7") -> int:
     """``comm->nvlsChannels`` of NCCL ``version`` (:func:`.channels.nvls_channels`)."""
     v = parse_version(version) or (2, 30, 7)
@@ -90,6 +92,7 @@ def loop_bytes(algo: str, nbytes: int, channels: int, nodes: int, heads: int) ->
     return chunk_bytes(algo, nbytes, concurrent, nodes) * concurrent
 
 
+@lru_cache(maxsize=256)
 def fill_scale(algo: str, graph: Optional[AlgoGraph], nodes: int, compcap: int,
                version: str = "2.30.7") -> float:
     """NCCL's NVLSTree bandwidth of ``graph`` on ``nodes`` over the one it gives the same graph

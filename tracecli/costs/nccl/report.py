@@ -3,9 +3,8 @@ from, and the fitted constants that time it (``collective``'s and plans' ``cost 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
-from ...errors import CostModelError
 from .ofi_tuner import TUNER_VARS, note
 from .transports import nccl_nics
 from .versions import constants_for
@@ -13,7 +12,7 @@ from .versions import constants_for
 if TYPE_CHECKING:
     from .model import NcclModel
 
-__all__ = ["summary_of", "picks_of"]
+__all__ = ["summary_of"]
 
 
 def summary_of(self: "NcclModel") -> str:
@@ -54,12 +53,3 @@ def _timed(self: "NcclModel") -> str:
     return (f"timed{net} with constants fitted on public nccl-tests tables ({cls}: "
             f"{p.floor + p.net_floor:.0f} us floor, latency x{p.lat:.2f}{nvls}, "
             f"bandwidth x{p.bw:.2f}{ring})")
-
-
-def picks_of(self: "NcclModel", kind, sizes) -> Optional[list]:
-    """``[[bytes, algorithm, protocol], ...]`` NCCL picks for ``kind``; ``None`` where the job's
-    NCCL settings leave it no algorithm (NCCL fails that collective, but runs the others)."""
-    try:
-        return [[n, *self.choice(kind, n)[:2]] for n in sizes]
-    except CostModelError:
-        return None

@@ -65,7 +65,7 @@ from typing import Optional
 from .versions import parse_version
 
 __all__ = ["NETS", "FAMILY", "family", "NET_HELP", "DEFAULT_NET", "plugin_latency",
-           "nccl_nics", "PER_CHANNEL", "channel_scale", "efa_class", "EFA_CLASSES"]
+           "nccl_nics", "PER_CHANNEL", "channel_scale", "efa_class", "EFA_CLASSES", "time_class"]
 
 NETS = ("ib", "roce", "efa", "ofi", "tcpx", "tcpxo", "socket")
 # plugins whose receive is unpacked by NCCL's kernels on the GPU (NCCL_NET_DEVICE_UNPACK, which
@@ -117,6 +117,25 @@ def efa_class(protocol: Optional[str], nics: int, gpus_per_node: int) -> str:
     """
     rails = gpus_per_node >= 1 and nics > gpus_per_node and nics % gpus_per_node == 0
     return EFA_CLASSES[protocol or ("RDMA" if rails else "SENDRECV")]
+
+
+def time_class(net: Optional[str], model_name: str, nics: int, gpus_per_node: int
+               ) -> Optional[str]:
+    """The class of fitted constants that times a topology on transport ``net`` (``None``:
+    one node): the transport, and on EFA the protocol aws-ofi-nccl runs (:func:`efa_class`),
+    the platform's where the model is one (``nccl:PLATFORM``).
+
+    >>> time_class("efa", "nccl:aws-p4d", 4, 8), time_class("efa", "nccl", 32, 8)
+    ('efa-sendrecv', 'efa-rdma')
+    >>> time_class("ib", "nccl:aws-p4d", 4, 8), time_class(None, "nccl", 0, 8)
+    ('ib', None)
+    """
+    if net != "efa":
+        return net
+    from .platforms import PLATFORMS
+
+    p = PLATFORMS.get(model_name.removeprefix("nccl:"))
+    return efa_class(p.protocol if p else None, nics, gpus_per_node)
 
 
 def plugin_latency(net: Optional[str]) -> float:

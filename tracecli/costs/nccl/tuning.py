@@ -1,10 +1,9 @@
-"""NCCL's latency/bandwidth table per (collective, algorithm, protocol) and its argmin.
+"""NCCL's latency/bandwidth table per (collective, algorithm, protocol).
 
 A transcription of ``ncclTopoTuneModel`` (NVIDIA/nccl v2.30.7-1 ``src/graph/tuning.cc:243-438``:
 per-channel bandwidth and its refinements 288-383, latencies 384-435, algorithm/protocol
-enabling 440-541), ``ncclTopoGetAlgoTime`` (tuning.cc:629-655: tree correction, ring plateau,
-``time = lat + bytes / (1000 · bw)``) and the argmin of ``topoGetAlgoInfo`` (src/enqueue.cc:2028-2048;
-which algorithms take part: ``updateCollCostTable``, enqueue.cc:1989-2026). The v2.23-v2.27 NVLS
+enabling 440-541); the time of a pair at a size (``ncclTopoGetAlgoTime``) and the argmin
+over the pairs are :mod:`.algotime`'s. The v2.23-v2.27 NVLS
 bandwidth (``min(bwIntra, bwInter)``, algorithm bandwidth 5/6 of the bus) is v2.27.7-1
 tuning.cc's; the v2.21-v2.22 formulas (``Constants.era == "2.21"``) are v2.22.3-1
 tuning.cc:118-265 and 405-435. Constants per release: :mod:`.versions`. NCCL stores these values as C ``float``;
@@ -24,8 +23,7 @@ from typing import Optional
 
 from .versions import ALGOS, PROTOS, Constants
 
-__all__ = ["FUNCS", "ALGOS", "PROTOS", "AlgoGraph", "Comm", "Table", "tune", "algo_time", "algo_terms",
-           "best", "f32", "nvls_bw"]
+__all__ = ["FUNCS", "ALGOS", "PROTOS", "AlgoGraph", "Comm", "Table", "tune", "f32", "nvls_bw"]
 
 FUNCS = ("Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce")
 TREE, RING, CN_DIRECT, CN_CHAIN, NVLS, NVLS_TREE, PAT = range(7)
@@ -335,66 +333,3 @@ def _enable(comm: Comm, lat: list, bws: list, nn: int) -> None:
             for p in range(3):
                 if off or (p == LL128 and not (comm.graph(a).ll128 and comm.compcap >= 70)):
                     bws[f][a][p] = 0.0
-
-
-def algo_terms(table: Table, func: str, a: int, p: int, nbytes: int) -> tuple[float, float]:
-    """``(latency µs, algorithm bandwidth GB/s)`` ``ncclTopoGetAlgoTime`` combines for this
-    size (tuning.cc:629-652: the tree correction on the bandwidth, the ring plateau on the
-    latency); bandwidth 0 where the pair is disabled."""
-    f = FUNCS.index(func)
-    bw, lat = table.bw[f][a][p], table.lat[f][a][p]
-    if bw == 0:
-        return lat, 0.0
-    comm, k = table.comm, table.consts
-    log_size = _log2i(nbytes >> 6)
-    corr = k.tree_correction[p]
-    if a == TREE and func == "AllReduce" and 0 <= log_size < 23:
-        bw = f32(bw * corr[log_size])
-    if (a == NVLS_TREE and k.nvls_tree_correction and func == "AllReduce" and 0 <= log_size < 24
-            and comm.compcap >= 100 and comm.cpu in ("intel", "amd")):
-        bw = f32(bw * corr[log_size])
-    if (a == RING and p == SIMPLE and comm.n_nodes > 1 and func == "AllReduce"
-            and nbytes // (comm.channels * comm.n_ranks) >= 64):
-        lat = f32(lat * (1.9 if comm.compcap < 80 else 1.4))
-    return lat, bw
-
-
-def algo_time(table: Table, func: str, a: int, p: int, nbytes: int, pipe_ops: int = 1) -> float:
-    """``ncclTopoGetAlgoTime`` (tuning.cc:629-655): µs, or -1 where the pair is disabled."""
-    lat, bw = algo_terms(table, func, a, p, nbytes)
-    if bw == 0:
-        return -1.0
-    count = pipe_ops if a == RING else -(-pipe_ops // 8)
-    # C float arithmetic, step by step: nBytes (size_t) becomes a float before the division.
-    return f32(f32(lat * count) + f32(f32(nbytes) / f32(1000 * bw)))
-
-
-def _candidates(table: Table, func: str) -> list[tuple[int, int]]:
-    """The pairs :func:`best` weighs for ``func`` in NCCL's order (enqueue.cc:2028-2048),
-    cached on the table: a plan asks for thousands of sizes."""
-    cache = table.__dict__.setdefault("_candidates", {})
-    hit = cache.get(func)
-    if hit is None:
-        comm, f = table.comm, FUNCS.index(func)
-        hit = []
-        for a in range(7):
-            if a in (CN_DIRECT, CN_CHAIN) and not comm.collnet:
-                continue
-            if a in (NVLS, NVLS_TREE) and not comm.nvls_support:
-                continue
-            if a == NVLS and comm.n_nodes > 1 and not comm.collnet:
-                continue
-            hit += [(a, p) for p in range(3) if table.bw[f][a][p] != 0]
-        cache[func] = hit
-    return hit
-
-
-def best(table: Table, func: str, nbytes: int) -> tuple[float, int, int]:
-    """``(µs, algorithm, protocol)`` NCCL's argmin picks (enqueue.cc:2028-2048): the first
-    enabled pair of least time, algorithms in enum order, NVLS only where supported."""
-    best_t, best_a, best_p = math.inf, -1, -1
-    for a, p in _candidates(table, func):
-        t = algo_time(table, func, a, p, nbytes)
-        if 0.0 <= t < best_t:
-            best_t, best_a, best_p = t, a, p
-    return best_t, best_a, best_p

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Optional
 
 __all__ = ["Constants", "RELEASES", "DEFAULT_VERSION", "constants_for", "parse_version"]
@@ -157,6 +158,7 @@ BEFORE_2_18 = ("before 2.18 NCCL has no NVLSTree and prices NVLS on the ring gra
 _VERSION_RE = re.compile(r"^\s*v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,6}))?(?:[-+].*)?\s*$")  # bounded digits
 
 
+@lru_cache(maxsize=256)  # read at every size of a plan; pure
 def parse_version(text: str) -> Optional[tuple[int, int, int]]:
     """``(major, minor, patch)`` of ``2.21.5``, ``v2.30.7-1``, ``2.19.3+cuda12.3``; else None.
 

@@ -42,7 +42,7 @@ def points() -> tuple[list[Point], dict[str, list[tuple[int, float, float, str]]
     for t in TABLES:
         m = t.nccl()
         for n, us in t.points():
-            pts.append(Point(t.name, t.net or "local", t.multi_node, m.features(t.kind, n), us,
+            pts.append(Point(t.name, m.time_class or "local", t.multi_node, m.features(t.kind, n), us,
                              t.group, t.gpus_per_thread))
             a, p, nccl = m.pick(t.kind, n)
             before.setdefault(t.name, []).append((n, us, nccl, f"{a}/{p}"))
@@ -69,14 +69,19 @@ OWN_MIN_POINTS = 3  # a transport's own held-out sizes in a band before they wid
 
 def bands(after) -> dict[str, list[tuple]]:
     """Per scope and size band: the 10th-90th percentile of held-out errors, with how many
-    points and tables. Scopes: ``local`` (one node), ``network`` (all tables of several
-    nodes) and ``net:T`` (those over transport T alone, in bands where it has at least
+    points and tables. Scopes: ``local`` (one node); ``network``, the tables of several nodes
+    held out against their own transport class's constants (fitted on its other clusters);
+    ``net:T``, those over class T alone (in bands where they have at least
     :data:`OWN_MIN_POINTS` sizes), which widens the network band for a model on T
-    (:func:`tracecli.costs.nccl.accuracy.error_table`)."""
+    (:func:`tracecli.costs.nccl.accuracy.error_table`); ``fallback``, the tables of a class
+    measured by one cluster only, held out against their family's or all networks' constants:
+    how far another class's constants land, the band of a model on a class no table measured.
+    """
     multi = {t.name: t.multi_node for t in TABLES}
-    nets = {t.name: t.net for t in TABLES}
-    scopes = {"local": lambda n: not multi[n], "network": lambda n: multi[n]}
-    for net in sorted({t.net for t in TABLES if t.multi_node and t.net}):
+    nets = {t.name: t.nccl().time_class for t in TABLES}
+    scopes = {"local": lambda n: not multi[n], "network": lambda n: multi[n],
+              "fallback": lambda n: multi[n]}
+    for net in sorted({nets[t.name] for t in TABLES if t.multi_node and nets[t.name]}):
         scopes["net:" + net] = lambda n, net=net: multi[n] and nets[n] == net
     out: dict[str, list[tuple]] = {}
     for scope, member in scopes.items():
@@ -87,7 +92,9 @@ def bands(after) -> dict[str, list[tuple]]:
             for name, rows in after.items():
                 if not member(name):
                     continue
-                for n, meas, pred, _ in rows:
+                for n, meas, pred, used in rows:
+                    if scope != "local" and (used == nets[name]) != (scope != "fallback"):
+                        continue
                     if lo <= n and (hi is None or n < hi):
                         errs.append(pred / meas - 1)
                         tables.add(name)
@@ -96,7 +103,7 @@ def bands(after) -> dict[str, list[tuple]]:
                 q = lambda f: errs[min(len(errs) - 1, max(0, round(f * (len(errs) - 1))))]  # noqa: E731
                 out[scope].append((lo, hi, round(q(0.1), 4), round(q(0.9), 4), len(errs),
                                    len(tables)))
-    return out
+    return {scope: rows for scope, rows in out.items() if rows}
 
 
 def write(path: Path = OUT) -> str:

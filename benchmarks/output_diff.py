@@ -338,7 +338,9 @@ EXPECTED = [
      "floor its family's) and the header names the NVLS factor; round 4 refits it on 18 "
      "tables (a second one-thread -g 8 table: one-node constants move, times by 3% at most) "
      "and `collective --measured` of a -g N run adds that thread's launches (its --help says "
-     "so): `collective` prints new times, bands and constants, and plans under --platform "
+     "so); round 8 refits it on 23 tables (an AWS p5 EFA table from 8 B: the efa constants "
+     "and the network error bands move, and with them the advice under --platform): "
+     "`collective` prints new times, bands and constants, and plans under --platform "
      "change with them (docs/nccl-time-model.md)",
      lambda cmd: cmd[0] == "collective" or (cmd[0] == "plan-buckets" and "--platform" in cmd)),
     ("issue 26 item 3: a profiler trace recorded with module scopes (with_stack=True; "

@@ -278,7 +278,12 @@ TABLES: tuple[TrainingTable, ...] = (
     # v1.16.3:1352-1357; tracecli/costs/nccl/ofi_tuner.py)
     TrainingTable("aws-p5-2x8-h100-efa", "crazyguitar_aws_p5_h100_efa_all_reduce_perf_2.27.7.csv", AR,
                   "efa", _topo("h100", 2, 8, 3200.0, 32, "2.27.7", "efa"),
-                  "crazyguitar/aws-gpu-communication-benchmark data/nccl_all_reduce.csv"),
+                  "crazyguitar/aws-gpu-communication-benchmark data/nccl_all_reduce.csv", "aws-p5"),
+    # 2 x p5.48xlarge again (cluster aws-p5: held out with the table above), 8 B-16 GiB: aws-ofi-nccl
+    # 1.9.2's tuner fails to load in NCCL 2.22.3 ("using internal tuner instead", the log): NCCL's own
+    TrainingTable("aws-p5-2x8-h100-efa-small", "keitaw_aws_p5_h100_2x8_efa_all_reduce_perf_2.22.3.txt",
+                  AR, "efa", _topo("h100", 2, 8, 3200.0, 32, "2.22.3", "efa"),
+                  "KeitaW/p5-nccl-test-2024-07-19 nccl-test-output-v2.22.3-1.log", "aws-p5"),
     TrainingTable("dgx-h100-1x8-nvls", "nvidia_dgxc_h100_1x8_all_reduce_perf.txt", AR, None,
                   _topo("h100", 1, 8, 0.0, 0, "2.30.7", None),
                   "NVIDIA/dgxc-benchmarking nccl/README.md"),

@@ -5,12 +5,13 @@
 A band is the 10th to 90th percentile of ``(predicted - measured) / measured`` over the
 training tables' sizes in that size range, each table predicted by constants fitted on the
 OTHER tables only (leave-one-cluster-out), one node and several nodes apart; on several nodes
-widened, where they reach further, to the held-out errors of the model's own transport.
+the tables held out against their own transport class's constants, widened, where they reach
+further, to those of the model's own class (see :func:`error_table`).
 
 >>> t = error_table("network", "ib", "ib")
 >>> t.at(None, 1 << 30).basis.startswith("leave-one-cluster-out")
 True
->>> wide, pooled = error_table("network", "tcpx", "tcpx"), error_table("network", None, "x")
+>>> wide, pooled = error_table("network", "tcpx", "tcpx"), error_table("network", None, "ib")
 >>> wide.at(None, 4 << 20).low <= pooled.at(None, 4 << 20).low
 True
 """
@@ -28,16 +29,20 @@ __all__ = ["error_table"]
 
 @lru_cache(maxsize=64)
 def error_table(scope: str, net: Optional[str], used: str) -> Optional[ErrorTable]:
-    """The bands of ``scope`` (``local`` or ``network``) for a model on transport ``net``
-    timed with the constants of class ``used``; on several nodes each band is widened to
-    take in the held-out errors of the tables over ``net`` itself, where they reach beyond it
-    (the ``net:`` scopes of ``ERROR_BANDS``): one transport's tables (TCPX, sockets) can miss
-    by more than all networks' spread says."""
+    """The bands of ``scope`` (``local`` or ``network``) for a model on transport class
+    ``net`` timed with the constants of class ``used``. On several nodes: the tables held out
+    against their own class's constants (``network``), each band widened to take in those of
+    ``net`` itself where they reach beyond it (``net:``; one transport's tables, TCPX's, can
+    miss by more than all networks' spread says); where no table measured ``net`` (``used``
+    is its family or all networks), the tables of one-cluster classes held out against
+    another class's constants (``fallback``)."""
     from .fitted import ERROR_BANDS
 
+    fallback = scope == "network" and net is not None and used != net
     own = {(lo, hi): row for lo, hi, *row in ERROR_BANDS.get(f"net:{net}", ())}
     rows = []
-    for lo, hi, low, high, points, tables in ERROR_BANDS.get(scope, ()):
+    for lo, hi, low, high, points, tables in ERROR_BANDS.get("fallback" if fallback else scope,
+                                                              ()):
         where = "one node" if scope == "local" else "several nodes"
         basis = (f"leave-one-cluster-out: 10th-90th percentile of {points} held-out sizes "
                  f"{format_size(lo)}-{format_size(hi) if hi else 'up'} on {where}, "
@@ -47,7 +52,11 @@ def error_table(scope: str, net: Optional[str], used: str) -> Optional[ErrorTabl
             low, high = min(low, mine[0]), max(high, mine[1])
             basis += (f", widened to the 10th-90th percentile of the {mine[2]} held out over "
                       f"{net} ({mine[3]} table{'s' if mine[3] != 1 else ''})")
-        if net is not None and used != net:
-            basis += f"; no training table measured {net}: timed as {used}"
+        if fallback:
+            basis += (f", each timed with another class's constants; no training table "
+                      f"measured {net}: timed as {used}")
+        elif scope == "network" and net is not None and not own:
+            basis += (f"; {net}'s constants come from one cluster's tables, which no other "
+                      f"cluster of {net} checks")
         rows.append((None, lo, hi, ErrorBand(low, high, basis)))
     return ErrorTable(tuple(rows)) if rows else None

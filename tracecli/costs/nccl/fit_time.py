@@ -33,7 +33,7 @@ from __future__ import annotations
 from typing import NamedTuple, Optional
 
 from .timing import TimeParams
-from .transports import family
+from .transports import EFA_CLASSES, family
 
 __all__ = ["Point", "fit", "resolve", "loco", "PRIOR"]
 
@@ -85,10 +85,14 @@ def _terms(net: str) -> list[str]:
 
 def _no_floor(group: str) -> bool:
     """Groups with no floor share of their own: one node (no network round trip) and a
-    transport that shares its family (``ib``, ``roce``, ``efa``, ``ofi``): its floor is its
-    family's, set by whichever of the family's tables measured small sizes (a transport whose
-    tables all start at 8 MiB would otherwise take a floor from its large sizes' errors)."""
-    return group == "local" or (group.startswith("net:") and family(group[4:]) != group[4:])
+    transport that shares its family (``ib``, ``roce``, ``ofi``): its floor is its family's,
+    set by whichever of the family's tables measured small sizes (a transport whose tables all
+    start at 8 MiB would otherwise take a floor from its large sizes' errors). aws-ofi-nccl's
+    two EFA protocols (:data:`.transports.EFA_CLASSES`) each have theirs: the floor is the
+    protocol's own round trip (SENDRECV through the provider's send and receive, RDMA through
+    the plugin's writes), and each is measured from 8 B."""
+    return group == "local" or (group.startswith("net:") and family(group[4:]) != group[4:]
+                                and group[4:] not in EFA_CLASSES.values())
 
 
 def fit(points: list[Point]) -> dict[str, TimeParams]:

@@ -45,7 +45,8 @@ from .ofi_tuner import channels, tuned
 from .pipeline import fill_bytes
 from .report import summary_of
 from .timing import TimeParams, channels_used, features, launch_us, time_us
-from .transports import DEFAULT_NET, NETS, channel_scale, nccl_nics, plugin_latency
+from .wire import line_rate_us
+from .transports import DEFAULT_NET, NETS, channel_scale, nccl_nics, plugin_latency, time_class
 from .algotime import algo_terms
 from .tuning import ALGOS, FUNCS, NO_GRAPH, PROTOS, AlgoGraph, Comm, tune
 from .versions import DEFAULT_VERSION, constants_for
@@ -240,8 +241,13 @@ class NcclModel:
         """The fitted constants that time this topology, with their class (fitted.py)."""
         if "params" not in self._cache:
             from .fitted import FITTED
-            self._cache["params"] = resolve(FITTED, self.link_net)
+            self._cache["params"] = resolve(FITTED, self.time_class)
         return self._cache["params"]
+
+    @property
+    def time_class(self) -> Optional[str]:
+        """The fitted constants' class: :attr:`link_net`, on EFA by protocol (transports.py)."""
+        return time_class(self.link_net, self.name, self.nics or 0, self.topology.gpus_per_node)
 
     @property
     def link_net(self) -> Optional[str]:
@@ -259,7 +265,9 @@ class NcclModel:
         if hit is None:  # nothing fitted: NCCL's own time
             return self.pick(kind, charged)[2]
         feats = self.features(kind, charged, hit[0])
-        return time_us(hit[0], feats) + launch_us(hit[0], gpus_per_thread) if feats[0] else 0.0
+        t = time_us(hit[0], feats) + launch_us(hit[0], gpus_per_thread) if feats[0] else 0.0
+        # never faster than the bytes can cross a node's NICs (wire.py)
+        return max(t, line_rate_us(self._func(kind), charged, self.topology.nodes, self.nic_gbps))
 
     def time_ms(self, kind: CollectiveKind, nbytes: float, queued: bool = False) -> float:
         ms = self._cache.get((kind, nbytes, "ms"))  # timelines ask for every bucket: one lookup
@@ -340,7 +348,8 @@ class NcclModel:
             return None
         from .accuracy import error_table
 
-        table = error_table("local" if self.link_net is None else "network", self.link_net, hit[1])
+        table = error_table("local" if self.link_net is None else "network", self.time_class,
+                            hit[1])
         return table.at(kind, charged) if table else None
 
     def algorithm_protocol(self, kind: CollectiveKind, nbytes: float) -> Optional[tuple[str, str]]:

@@ -29,6 +29,8 @@ class Platform:
     net: str = "ib"
     net_latency: Optional[float] = None  # µs the network reports to NCCL (None: the transport's)
     mesh: bool = False  # GPUs linked by NVLink to each other, no NVSwitch (nvswitch False)
+    # the protocol aws-ofi-nccl runs on the instance type (transports.efa_class; EFA only)
+    protocol: Optional[str] = None
 
 
 PLATFORMS = {p.name: p for p in (
@@ -42,19 +44,25 @@ PLATFORMS = {p.name: p for p in (
              "NVIDIA HGX H200 reference: 8x H200 SXM5 on NVLink 4 / NVSwitch; 8x 400 Gb/s NICs "
              "assumed (one per GPU, as on DGX H100), InfiniBand assumed", "ib"),
     Platform("aws-p4d", "a100", 8, True, 4, 400.0,
-             "AWS p4d.24xlarge: 8x A100 40GB on NVSwitch, 400 Gbps EFA (4x 100 Gbps)", "efa"),
+             "AWS p4d.24xlarge: 8x A100 40GB on NVSwitch, 400 Gbps EFA (4x 100 Gbps)", "efa",
+             protocol="SENDRECV"),
     Platform("aws-p4de", "a100", 8, True, 4, 400.0,
-             "AWS p4de.24xlarge: 8x A100 80GB on NVSwitch, 400 Gbps EFA (4x 100 Gbps)", "efa"),
+             "AWS p4de.24xlarge: 8x A100 80GB on NVSwitch, 400 Gbps EFA (4x 100 Gbps)", "efa",
+             protocol="SENDRECV"),
     Platform("aws-p5", "h100", 8, True, 32, 3200.0,
-             "AWS p5.48xlarge: 8x H100 80GB on NVSwitch, 3200 Gbps EFA (32x 100 Gbps)", "efa"),
+             "AWS p5.48xlarge: 8x H100 80GB on NVSwitch, 3200 Gbps EFA (32x 100 Gbps)", "efa",
+             protocol="RDMA"),
     Platform("aws-p5e", "h200", 8, True, 32, 3200.0,
-             "AWS p5e.48xlarge: 8x H200 141GB on NVSwitch, 3200 Gbps EFA (32x 100 Gbps)", "efa"),
+             "AWS p5e.48xlarge: 8x H200 141GB on NVSwitch, 3200 Gbps EFA (32x 100 Gbps)", "efa",
+             protocol="RDMA"),
     Platform("aws-p5en", "h200", 8, True, 16, 3200.0,
              "AWS p5en.48xlarge: 8x H200 141GB on NVSwitch, 3200 Gbps EFAv3 (16x 200 Gbps); "
-             "aws-ofi-nccl reports 35 us (platform-aws.cpp:150-154)", "efa", 35.0),
+             "aws-ofi-nccl reports 35 us (platform-aws.cpp:150-154)", "efa", 35.0,
+             protocol="RDMA"),
     Platform("aws-p6-b200", "b200", 8, True, 8, 3200.0,
              "AWS p6-b200.48xlarge: 8x B200 on NVSwitch, 3200 Gbps EFAv4 (8x 400 Gbps); "
-             "aws-ofi-nccl reports 35 us (platform-aws.cpp:150-154)", "efa", 35.0),
+             "aws-ofi-nccl reports 35 us (platform-aws.cpp:150-154)", "efa", 35.0,
+             protocol="RDMA"),
     Platform("gcp-a3", "h100", 8, True, 4, 800.0,
              "Google Cloud a3-highgpu-8g (A3 High): 8x H100 80GB on NVSwitch, GPUDirect-TCPX "
              "over 4x 200 Gbps GPU NICs", "tcpx"),

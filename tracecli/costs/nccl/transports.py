@@ -65,7 +65,7 @@ from typing import Optional
 from .versions import parse_version
 
 __all__ = ["NETS", "FAMILY", "family", "NET_HELP", "DEFAULT_NET", "plugin_latency",
-           "nccl_nics", "PER_CHANNEL", "channel_scale"]
+           "nccl_nics", "PER_CHANNEL", "channel_scale", "efa_class", "EFA_CLASSES", "time_class"]
 
 NETS = ("ib", "roce", "efa", "ofi", "tcpx", "tcpxo", "socket")
 # plugins whose receive is unpacked by NCCL's kernels on the GPU (NCCL_NET_DEVICE_UNPACK, which
@@ -74,7 +74,10 @@ NETS = ("ib", "roce", "efa", "ofi", "tcpx", "tcpxo", "socket")
 # TCPXO's do not (google/nccl-plugin-gpudirect-tcpxo v1.0.17,
 # tcpdirect_plugin/fastrak_offload/nccl_shim.cc:968, ``NCCL_NET_DEVICE_HOST``)
 UNPACK = ("tcpx",)
+# the time model's classes on EFA: aws-ofi-nccl's two protocols (efa_class)
+EFA_CLASSES = {"SENDRECV": "efa-sendrecv", "RDMA": "efa-rdma"}
 FAMILY = {"ib": "verbs", "roce": "verbs", "efa": "libfabric", "ofi": "libfabric",
+          "efa-sendrecv": "libfabric", "efa-rdma": "libfabric",
           "tcpx": "tcpx", "tcpxo": "tcpxo", "socket": "socket"}
 NET_HELP = ("Network transport between nodes: ib (InfiniBand verbs), roce (verbs over RoCE), "
             "efa (AWS EFA, aws-ofi-nccl), ofi (other libfabric, e.g. Slingshot), tcpx / tcpxo "
@@ -94,6 +97,45 @@ def family(net: str) -> str:
     ('verbs', 'libfabric', 'tcpxo')
     """
     return FAMILY[net]
+
+
+def efa_class(protocol: Optional[str], nics: int, gpus_per_node: int) -> str:
+    """The time model's class of a topology on EFA: the protocol aws-ofi-nccl runs, as its
+    plugin picks it (v1.16.3 src/nccl_ofi_net.cpp:183-225): ``OFI_NCCL_PROTOCOL`` where the
+    user sets it (not modelled), else the platform's (``default_protocol`` of
+    src/platform-aws.cpp:75-205, ``protocol``: SENDRECV on p4d and p4de, RDMA on p5, p5e, p5en
+    and p6; the same in v1.9.2-aws and v1.13.2-aws src/platform-aws.c), else RDMA where a GPU
+    has several NICs (rails) and SENDRECV where it has one or fewer.
+
+    The two move bytes differently (SENDRECV: libfabric's tagged send and receive, the
+    provider's own eager and rendezvous; RDMA: the plugin's own RDMA writes, striped over a
+    GPU's rails, src/nccl_ofi_rdma.cpp), and their tables disagree below 1 MiB on one pick
+    (2 x 8, Tree/LL, 75 us reported to NCCL both): p4d's SENDRECV 177-181 us, p5's RDMA 63-86 us.
+
+    >>> efa_class("SENDRECV", 32, 8), efa_class(None, 32, 8), efa_class(None, 4, 8)
+    ('efa-sendrecv', 'efa-rdma', 'efa-sendrecv')
+    """
+    rails = gpus_per_node >= 1 and nics > gpus_per_node and nics % gpus_per_node == 0
+    return EFA_CLASSES[protocol or ("RDMA" if rails else "SENDRECV")]
+
+
+def time_class(net: Optional[str], model_name: str, nics: int, gpus_per_node: int
+               ) -> Optional[str]:
+    """The class of fitted constants that times a topology on transport ``net`` (``None``:
+    one node): the transport, and on EFA the protocol aws-ofi-nccl runs (:func:`efa_class`),
+    the platform's where the model is one (``nccl:PLATFORM``).
+
+    >>> time_class("efa", "nccl:aws-p4d", 4, 8), time_class("efa", "nccl", 32, 8)
+    ('efa-sendrecv', 'efa-rdma')
+    >>> time_class("ib", "nccl:aws-p4d", 4, 8), time_class(None, "nccl", 0, 8)
+    ('ib', None)
+    """
+    if net != "efa":
+        return net
+    from .platforms import PLATFORMS
+
+    p = PLATFORMS.get(model_name.removeprefix("nccl:"))
+    return efa_class(p.protocol if p else None, nics, gpus_per_node)
 
 
 def plugin_latency(net: Optional[str]) -> float:

@@ -59,5 +59,16 @@ def collective_view(op: str, model, rows, measured: Optional[str] = None) -> Gro
                 f"public nccl-tests tables); NCCL us: NCCL's own model time{key}; "
                 "error band: (predicted - measured) / measured on tables the constants were not "
                 "fitted on" + (f" ({basis.split(':')[0]})" if basis else "")
+                + _borrowed(rows, model)
                 + ("; error = (predicted - measured) / measured" if measured else ""))
     return Group(head, shown, foot)
+
+
+def _borrowed(rows, model) -> str:
+    """What the bands rest on where the model's transport class was measured by one cluster
+    only (accuracy.error_table says so in each band's basis): other classes' held-out tables."""
+    if not any(r.band is not None and "which no other cluster" in r.band.basis for r in rows):
+        return ""
+    cls = getattr(model, "time_class", None) or "this transport"
+    return (f"; {cls} was measured by one cluster's tables, which no other cluster of it "
+            "checks: its bands are those of the classes held out against their own")

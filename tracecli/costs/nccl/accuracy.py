@@ -50,8 +50,8 @@ def error_table(scope: str, net: Optional[str], used: str) -> Optional[ErrorTabl
         mine = own.get((lo, hi)) if scope == "network" else None
         if mine is not None and (mine[0] < low or mine[1] > high):
             low, high = min(low, mine[0]), max(high, mine[1])
-            basis += (f", widened to the 10th-90th percentile of the {mine[2]} held out over "
-                      f"{net} ({mine[3]} table{'s' if mine[3] != 1 else ''})")
+            basis += (f", widened to take in the 10th-90th percentile of the {mine[2]} held "
+                      f"out over {net} ({mine[3]} table{'s' if mine[3] != 1 else ''})")
         if fallback:
             basis += (f", each timed with another class's constants; no training table "
                       f"measured {net}: timed as {used}")

@@ -232,8 +232,7 @@ def restrict(model, env: Mapping[str, str]):
                                  f"sm{model.compcap} GPUs, which have no NVLink multicast: NCCL "
                                  "would fail; pass 0 or 2")
     return replace(model, nccl_env=given, nvls=nvls,
-                   source=model.source + "; " + " ".join(f"{k}={v}" for k, v in given),
-                   _cache={})
+                   source=model.source + "; " + " ".join(f"{k}={v}" for k, v in given))
 
 
 def no_algorithm(version: str, func: str, env: tuple[tuple[str, str], ...]) -> CostModelError:

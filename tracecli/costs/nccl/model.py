@@ -84,7 +84,7 @@ class NcclModel:
     nic_devices: Optional[int] = None  # network devices NCCL sees a node (transports.nccl_nics)
     # NCCL's settings the job forces (forced.py: NCCL_ALGO, NCCL_PROTO, ...; () none)
     nccl_env: tuple[tuple[str, str], ...] = ()
-    _cache: dict = field(default_factory=dict, compare=False, repr=False)
+    _cache: dict = field(default_factory=dict, init=False, compare=False, repr=False)  # per model
 
     @classmethod
     def for_topology(cls, gpu: str, nodes: int, gpus_per_node: int, nvswitch: bool,
@@ -151,9 +151,9 @@ class NcclModel:
         the network reports to NCCL, :attr:`plugin_latency_us`)."""
         if latency is None:  # asked at every size: what the network reports, read once
             hit = self._cache.get("reported")
-            if hit is None or hit[0] is not self:  # a copy by ``replace`` shares the cache
-                hit = self._cache["reported"] = (self, self._table(self.plugin_latency_us))
-            return hit[1]
+            if hit is None:
+                hit = self._cache["reported"] = self._table(self.plugin_latency_us)
+            return hit
         key = ("table", latency)
         if key not in self._cache:
             t = self.topology
@@ -230,9 +230,9 @@ class NcclModel:
     def _sized(self) -> tuple["NcclModel", Any, int, float]:
         """What :meth:`features` reads at every size, computed once: ``(self, NCCL's table
         without the network's reported latency, the channels a ring or tree starts from, the
-        ring graph's GB/s)`` (kept with ``self``: a copy made by ``replace`` shares the cache)."""
+        ring graph's GB/s)`` (a copy made by ``replace`` starts a cache of its own)."""
         hit = self._cache.get("sized")
-        if hit is None or hit[0] is not self:
+        if hit is None:
             hit = self._cache["sized"] = (self, self._table(0.0), model_channels(
                 self, collective=True), self.ring.n_channels * self.ring.bw_intra)
         return hit
@@ -388,7 +388,7 @@ class NcclModel:
                                        mesh=self.intra == "nvlink")
             return self._forced(replace(m, name=self.name, cpu=self.cpu,
                                         net_latency=self.net_latency if topo.nodes > 1 else None))
-        return replace(self, topology=topo, _cache={})  # a log's graph: as NCCL printed it
+        return replace(self, topology=topo)  # a log's graph: as NCCL printed it
 
     def _forced(self, other: "NcclModel") -> "NcclModel":
         """``other`` (this model at another scale) under this job's NCCL settings, checked

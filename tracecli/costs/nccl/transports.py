@@ -100,23 +100,27 @@ def family(net: str) -> str:
 
 
 def efa_class(protocol: Optional[str], nics: int, gpus_per_node: int) -> str:
-    """The time model's class of a topology on EFA: the protocol aws-ofi-nccl runs, as its
-    plugin picks it (v1.16.3 src/nccl_ofi_net.cpp:183-225): ``OFI_NCCL_PROTOCOL`` where the
-    user sets it (not modelled), else the platform's (``default_protocol`` of
-    src/platform-aws.cpp:75-205, ``protocol``: SENDRECV on p4d and p4de, RDMA on p5, p5e, p5en
-    and p6; the same in v1.9.2-aws and v1.13.2-aws src/platform-aws.c), else RDMA where a GPU
-    has several NICs (rails) and SENDRECV where it has one or fewer.
+    """The time model's class of a topology on EFA: the protocol aws-ofi-nccl runs. The plugin
+    takes ``OFI_NCCL_PROTOCOL`` where the user sets it (not modelled), else its platform
+    table's for the instance type (v1.16.3 src/nccl_ofi_net.cpp:183-225; ``default_protocol``
+    of src/platform-aws.cpp:75-205, the same in v1.9.2-aws and v1.13.2-aws
+    src/platform-aws.c): SENDRECV on p4d and p4de, RDMA on p5, p5e, p5en and p6 (``protocol``,
+    a platform's). A topology given by its hardware names no instance type, so it is read as
+    the listed one it matches: at least one NIC a GPU (p5, p5e, p5en, p6: RDMA), else fewer
+    (p4d, p4de: SENDRECV).
 
     The two move bytes differently (SENDRECV: libfabric's tagged send and receive, the
     provider's own eager and rendezvous; RDMA: the plugin's own RDMA writes, striped over a
     GPU's rails, src/nccl_ofi_rdma.cpp), and their tables disagree below 1 MiB on one pick
     (2 x 8, Tree/LL, 75 us reported to NCCL both): p4d's SENDRECV 177-181 us, p5's RDMA 63-86 us.
 
-    >>> efa_class("SENDRECV", 32, 8), efa_class(None, 32, 8), efa_class(None, 4, 8)
-    ('efa-sendrecv', 'efa-rdma', 'efa-sendrecv')
+    >>> efa_class("SENDRECV", 32, 8), efa_class(None, 32, 8), efa_class(None, 8, 8)
+    ('efa-sendrecv', 'efa-rdma', 'efa-rdma')
+    >>> efa_class(None, 4, 8)
+    'efa-sendrecv'
     """
-    rails = gpus_per_node >= 1 and nics > gpus_per_node and nics % gpus_per_node == 0
-    return EFA_CLASSES[protocol or ("RDMA" if rails else "SENDRECV")]
+    rdma = gpus_per_node >= 1 and nics >= gpus_per_node
+    return EFA_CLASSES[protocol or ("RDMA" if rdma else "SENDRECV")]
 
 
 def time_class(net: Optional[str], model_name: str, nics: int, gpus_per_node: int

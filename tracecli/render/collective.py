@@ -8,6 +8,7 @@ from typing import Optional
 from rich.console import Group
 from rich.text import Text
 
+from ..costs.nccl.accuracy import one_cluster
 from ..costs.nccl.ofi_tuner import tuner_doc
 from ..units import format_size
 from .layout import WORD, Column, Fitted, with_rank
@@ -66,9 +67,9 @@ def collective_view(op: str, model, rows, measured: Optional[str] = None) -> Gro
 
 def _borrowed(rows, model) -> str:
     """What the bands rest on where the model's transport class was measured by one cluster
-    only (accuracy.error_table says so in each band's basis): other classes' held-out tables."""
-    if not any(r.band is not None and "which no other cluster" in r.band.basis for r in rows):
+    only (:func:`~tracecli.costs.nccl.accuracy.one_cluster`): other classes' held-out tables."""
+    cls = getattr(model, "time_class", None)
+    if not one_cluster(cls) or not any(r.band is not None for r in rows):
         return ""
-    cls = getattr(model, "time_class", None) or "this transport"
     return (f"; {cls} was measured by one cluster's tables, which no other cluster of it "
             "checks: its bands are those of the classes held out against their own")

@@ -24,7 +24,7 @@ from typing import Optional
 from ...units import format_size
 from ..error import ErrorBand, ErrorTable
 
-__all__ = ["error_table"]
+__all__ = ["error_table", "one_cluster"]
 
 
 @lru_cache(maxsize=64)
@@ -55,8 +55,20 @@ def error_table(scope: str, net: Optional[str], used: str) -> Optional[ErrorTabl
         if fallback:
             basis += (f", each timed with another class's constants; no training table "
                       f"measured {net}: timed as {used}")
-        elif scope == "network" and net is not None and not own:
+        elif scope == "network" and one_cluster(net):
             basis += (f"; {net}'s constants come from one cluster's tables, which no other "
                       f"cluster of {net} checks")
         rows.append((None, lo, hi, ErrorBand(low, high, basis)))
     return ErrorTable(tuple(rows)) if rows else None
+
+
+def one_cluster(net: Optional[str]) -> bool:
+    """Whether transport class ``net`` has tables, but no held-out sizes timed with its own
+    constants: one cluster measured it, and its bands are the other classes' (:func:`error_table`).
+
+    >>> one_cluster("efa-rdma"), one_cluster("ib"), one_cluster(None)
+    (True, False, False)
+    """
+    from .fitted import ERROR_BANDS, FITTED
+
+    return net is not None and net in FITTED and f"net:{net}" not in ERROR_BANDS

@@ -328,4 +328,9 @@ TABLES: tuple[TrainingTable, ...] = (
                   "skypilot-org/skypilot examples/gcp_gpu_direct_tcpx/README.md",
                   forced=(("NCCL_ALGO", "Ring"), ("NCCL_PROTO", "Simple"),
                           ("NCCL_MIN_NCHANNELS", "8"), ("NCCL_MAX_NCHANNELS", "8"))),
+    # 4 of the 8 H100 of an HGX board (NVSwitch), ONE thread driving the 4 (-g 4, one Pid)
+    TrainingTable("h100-1x4-g4", "waynehacking8_h100_1x4_g4_all_reduce_perf_2.29.2.txt", AR, None,
+                  _topo("h100", 1, 4, 0.0, 0, "2.29.2", None),
+                  "waynehacking8/nccl-collectives-bench results/quiet/all_reduce.txt",
+                  gpus_per_thread=4),
 )

@@ -237,6 +237,12 @@ def _topo(gpu: str, nodes: int, per: int, nic_gbps: float, nics: int, version: s
     return make
 
 
+def _platform(name: str, nodes: int, version: str) -> Callable[[], NcclModel]:
+    def make() -> NcclModel:
+        return NcclModel.for_platform(name, nodes, version)
+    return make
+
+
 def _rtx() -> NcclModel:
     # 2 ranks sharing one RTX 5090 (sm120) as 2 nodes over sockets; the graphs solved from the
     # run's own TUNING log (tests/costs/test_nccl_tuning.py: 2 x 1.2 ring, 4 x 1.2 tree, pattern TREE)
@@ -257,7 +263,15 @@ TABLES: tuple[TrainingTable, ...] = (
                   "eunomia-bpf/nccl-eBPF docs/tmp/experiment-results-b300.md", gpus_per_thread=8),
     TrainingTable("cscs-gh200-2x1-slingshot", "cscs_gh200_2x1_all_reduce_perf.txt", AR, "ofi",
                   _topo("h100", 2, 1, 200.0, 1, "2.30.7", "ofi"),
-                  "eth-cscs/cscs-docs docs/software/container-engine/sarus-suite/early-access.md"),
+                  "eth-cscs/cscs-docs docs/software/container-engine/sarus-suite/early-access.md",
+                  "cscs-alps"),
+    # 2 x 4 GH200 of CSCS Alps again (cluster cscs-alps: held out with the table above), 8 B-128 MiB,
+    # NCCL 2.25.1: the page's Containerfile starts from nvidia/cuda:12.8.1-cudnn-devel-ubuntu24.04;
+    # NCCL_PROTO=^LL128: the page says the container engine's NCCL hook sets its nccl_env_vars
+    TrainingTable("cscs-gh200-2x4-slingshot", "cscs_gh200_2x4_all_reduce_perf.txt", AR, "ofi",
+                  _platform("cscs-alps-gh200", 2, "2.25.1"),
+                  "eth-cscs/cscs-docs docs/software/communication/nccl.md", "cscs-alps",
+                  forced=(("NCCL_PROTO", "^LL128"),)),
     TrainingTable("rtx5090-2x1-socket", "ebpf_rtx5090_2x1_broadcast_perf.txt", BC, "socket", _rtx,
                   "eunomia-bpf/nccl-eBPF docs/tmp/default-suboptimal-search.md"),
     TrainingTable("oci-h100-2x8-roce", "oci_h100_2x8_roce_all_reduce_perf_2.21.5.txt", AR,

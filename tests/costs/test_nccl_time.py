@@ -73,8 +73,10 @@ def test_clusters_are_held_out_whole():
     assert groups["gcp-a3mega"] == ["gcp-a3mega-2x8-h100-tcpxo", "gcp-a3mega-2x8-h100-tcpxo-ag"]
     assert groups["nebius-h100"] == ["nebius-h100-2x8-ib", "nebius-h100-2x8-ib-large"]
     assert groups["aws-p5"] == ["aws-p5-2x8-h100-efa", "aws-p5-2x8-h100-efa-small"]
+    # the two CSCS Alps GH200 tables (2 x 1 and 2 x 4 GH200 on Slingshot), round 9
+    assert groups["cscs-alps"] == ["cscs-gh200-2x1-slingshot", "cscs-gh200-2x4-slingshot"]
     assert all(len(v) == 1 for k, v in groups.items()
-               if k not in ("gcp-a3mega", "nebius-h100", "aws-p5"))
+               if k not in ("gcp-a3mega", "nebius-h100", "aws-p5", "cscs-alps"))
 
 
 def test_every_training_row_agrees_with_its_own_algbw_and_busbw(tmp_path):
@@ -114,12 +116,10 @@ def test_held_out_goals_on_the_tables_with_small_sizes(held_out):
     # within 20 % from 1 MiB and 2x below
     geo, worst = _summary(held_out["nebius-h100-2x8-ib"])
     assert geo < 0.20 and worst < 2.0
-    # AWS 2 x p4d (A100, EFA): NCCL's own model with no network latency was 7x too fast
-    # below 1 MiB; the 75 us aws-ofi-nccl reports and the fitted floor bring it within 2x,
-    # and within 20 % above 1 MiB with the two TCPX all-reduce tables in the set (which alone
-    # moved the network-wide constants it shares to 22.6 %) since the ring's network share
+    # AWS 2 x p4d (A100, EFA): within 20 % above 1 MiB; below, see the next test (round 9: its
+    # SENDRECV class is one cluster, and held out it takes the libfabric family's floor)
     geo, worst = _summary(held_out["aws-p4d-2x8-a100-efa"])
-    assert geo < 0.20 and worst < 2.0
+    assert geo < 0.20
     pts, before = nccl_accuracy.points()
     assert _summary(before["aws-p4d-2x8-a100-efa"])[1] < 2.0  # its pick's own latency, 175 us
     # the OCI RoCE tables, NCCL's NICs merged: within 10 %
@@ -160,15 +160,22 @@ def test_what_misses_the_goals_is_said_not_hidden(held_out):
         geo, worst = _summary(rows)
         if (geo is not None and geo > 0.20) or (worst is not None and worst > 2.0):
             misses[name] = (geo, worst)
-    # round 8: the EFA tables with small sizes, p4d (aws-ofi-nccl's SENDRECV protocol,
-    # 177-181 us at 8 B-1 KiB) and KeitaW's p5 (RDMA, 63-86 us), each its own class now, each
-    # the only cluster of its class: p5's, held out, is timed with the family's constants,
-    # which p4d's SENDRECV floor sets (the docs' round 8); p4d meets both goals again
+    # round 9: the libfabric tables with small sizes are three classes of one cluster each,
+    # p4d (aws-ofi-nccl's SENDRECV protocol, 177-181 us at 8 B-1 KiB), KeitaW's p5 (RDMA,
+    # 63-86 us) and the 2 x 4 GH200 on Slingshot (ofi, 17.5-20.4 us): held out, each is timed
+    # with the family's constants, which the other two set. p5's now meets both goals (the
+    # family's floor between the two others'); p4d's misses 2x (its floor set by p5 and
+    # Slingshot: 3.9x fast at 8 B-1 KiB) and the Slingshot table's misses (set by the two EFA
+    # tables: 6.4x slow at 8 B): a libfabric floor does not carry from one provider to another
     assert set(misses) == {"rtx5090-2x1-socket", "dgx-h100-1x8-nvls",
                            "gcp-a3mega-2x8-h100-tcpxo", "lambda-b200-2x8-ib",
                            "skypilot-a3high-2x8-h100-tcpx", "crusoe-a100-2x8-ib",
-                           "aws-p5-2x8-h100-efa-small"}
-    assert held_out["aws-p5-2x8-h100-efa-small"][0][3] == "libfabric"
+                           "aws-p4d-2x8-a100-efa", "cscs-gh200-2x4-slingshot"}
+    for name in ("aws-p4d-2x8-a100-efa", "cscs-gh200-2x4-slingshot"):
+        assert held_out[name][0][3] == "libfabric", name
+        assert _summary(held_out[name])[0] < 0.20, name  # within 20 % from 1 MiB
+    assert held_out["aws-p4d-2x8-a100-efa"][0][2] < held_out["aws-p4d-2x8-a100-efa"][0][1] / 2
+    assert held_out["cscs-gh200-2x4-slingshot"][0][2] > 2 * held_out["cscs-gh200-2x4-slingshot"][0][1]
     # the three GCP A3 High TCPX tables, timed per channel that runs (transports.channel_scale):
     # Google's (12 channels forced, busbw 89.5 GB/s) and dstack's all-gather (8, 50 GB/s) meet
     # 20 %; SkyPilot's (8, 66-68 GB/s: 8 MiB buffers, dstack's 4 MiB and no core bindings)

@@ -64,10 +64,30 @@ def held_out() -> dict[str, list[tuple[int, float, float, str]]]:
             for t, rows in res.items()}
 
 
+def in_sample() -> dict[str, list[tuple[int, float, float, str]]]:
+    """Per table, as :func:`held_out`, the predictions of the constants fitted on ALL tables
+    (the shipped ones): how far the model lands on the tables it was fitted on."""
+    from tracecli.costs.nccl.fit_time import resolve
+    from tracecli.costs.nccl.timing import launch_us, time_us
+
+    pts, before = points()
+    fitted = fit(pts)
+    per_table: dict[str, list[Point]] = {}
+    for p in pts:
+        per_table.setdefault(p.table, []).append(p)
+    out: dict[str, list[tuple[int, float, float, str]]] = {}
+    for table, rows in per_table.items():
+        params, key = resolve(fitted, None if rows[0].net == "local" else rows[0].net)
+        out[table] = [(b[0], p.measured_us,
+                       time_us(params, p.feats) + launch_us(params, p.gpus_per_thread), key)
+                      for b, p in zip(before[table], rows)]
+    return out
+
+
 OWN_MIN_POINTS = 3  # a transport's own held-out sizes in a band before they widen it
 
 
-def bands(after) -> dict[str, list[tuple]]:
+def bands(after, inside=None) -> dict[str, list[tuple]]:
     """Per scope and size band: the 10th-90th percentile of held-out errors, with how many
     points and tables. Scopes: ``local`` (one node); ``network``, the tables of several nodes
     held out against their own transport class's constants (fitted on its other clusters);
@@ -75,26 +95,32 @@ def bands(after) -> dict[str, list[tuple]]:
     :data:`OWN_MIN_POINTS` sizes), which widens the network band for a model on T
     (:func:`tracecli.costs.nccl.accuracy.error_table`); ``fallback``, the tables of a class
     measured by one cluster only, held out against their family's or all networks' constants:
-    how far another class's constants land, the band of a model on a class no table measured.
+    how far another class's constants land, the band of a model on a class no table measured;
+    ``fit:T``, class T's tables under the constants fitted on all tables, ``inside``
+    (:func:`in_sample`): no held-out error is smaller, so they widen T's band where they reach
+    further (a class one cluster measured, whose band is otherwise other classes').
     """
+    inside = in_sample() if inside is None else inside
     multi = {t.name: t.multi_node for t in TABLES}
     nets = {t.name: t.nccl().time_class for t in TABLES}
     scopes = {"local": lambda n: not multi[n], "network": lambda n: multi[n],
               "fallback": lambda n: multi[n]}
     for net in sorted({nets[t.name] for t in TABLES if t.multi_node and nets[t.name]}):
         scopes["net:" + net] = lambda n, net=net: multi[n] and nets[n] == net
+        scopes["fit:" + net] = scopes["net:" + net]
     out: dict[str, list[tuple]] = {}
     for scope, member in scopes.items():
         out[scope] = []
-        least = OWN_MIN_POINTS if scope.startswith("net:") else 1
+        least = OWN_MIN_POINTS if scope.startswith(("net:", "fit:")) else 1
         for lo, hi in BANDS:
             errs, tables = [], set()
-            for name, rows in after.items():
+            for name, rows in (inside if scope.startswith("fit:") else after).items():
                 if not member(name):
                     continue
                 for n, meas, pred, used in rows:
-                    if scope != "local" and (used == nets[name]) != (scope != "fallback"):
-                        continue
+                    if scope in ("network", "fallback") or scope.startswith("net:"):
+                        if (used == nets[name]) != (scope != "fallback"):
+                            continue
                     if lo <= n and (hi is None or n < hi):
                         errs.append(pred / meas - 1)
                         tables.add(name)

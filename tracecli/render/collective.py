@@ -72,4 +72,5 @@ def _borrowed(rows, model) -> str:
     if not one_cluster(cls) or not any(r.band is not None for r in rows):
         return ""
     return (f"; {cls} was measured by one cluster's tables, which no other cluster of it "
-            "checks: its bands are those of the classes held out against their own")
+            "checks: its bands are those of the classes held out against their own, "
+            "widened where its constants miss its own tables by more")

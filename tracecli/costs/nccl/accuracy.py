@@ -6,7 +6,8 @@ A band is the 10th to 90th percentile of ``(predicted - measured) / measured`` o
 training tables' sizes in that size range, each table predicted by constants fitted on the
 OTHER tables only (leave-one-cluster-out), one node and several nodes apart; on several nodes
 the tables held out against their own transport class's constants, widened, where they reach
-further, to those of the model's own class (see :func:`error_table`).
+further, to those of the model's own class and to the shipped constants' errors on that
+class's own tables (see :func:`error_table`).
 
 >>> t = error_table("network", "ib", "ib")
 >>> t.at(None, 1 << 30).basis.startswith("leave-one-cluster-out")
@@ -35,11 +36,14 @@ def error_table(scope: str, net: Optional[str], used: str) -> Optional[ErrorTabl
     ``net`` itself where they reach beyond it (``net:``; one transport's tables, TCPX's, can
     miss by more than all networks' spread says); where no table measured ``net`` (``used``
     is its family or all networks), the tables of one-cluster classes held out against
-    another class's constants (``fallback``)."""
+    another class's constants (``fallback``). A band is also widened to take in how far the
+    shipped constants land on ``net``'s own tables (``fit:``): held out, a table would miss by
+    no less, and a class one cluster measured has no held-out errors of its own."""
     from .fitted import ERROR_BANDS
 
     fallback = scope == "network" and net is not None and used != net
     own = {(lo, hi): row for lo, hi, *row in ERROR_BANDS.get(f"net:{net}", ())}
+    inside = {(lo, hi): row for lo, hi, *row in ERROR_BANDS.get(f"fit:{net}", ())}
     rows = []
     for lo, hi, low, high, points, tables in ERROR_BANDS.get("fallback" if fallback else scope,
                                                               ()):
@@ -52,6 +56,12 @@ def error_table(scope: str, net: Optional[str], used: str) -> Optional[ErrorTabl
             low, high = min(low, mine[0]), max(high, mine[1])
             basis += (f", widened to take in the 10th-90th percentile of the {mine[2]} held "
                       f"out over {net} ({mine[3]} table{'s' if mine[3] != 1 else ''})")
+        fitted = inside.get((lo, hi)) if scope == "network" and not fallback else None
+        if fitted is not None and (fitted[0] < low or fitted[1] > high):
+            low, high = min(low, fitted[0]), max(high, fitted[1])
+            basis += (f", widened to take in the 10th-90th percentile of {net}'s own "
+                      f"{fitted[2]} sizes under the constants fitted on them ({fitted[3]} "
+                      f"table{'s' if fitted[3] != 1 else ''})")
         if fallback:
             basis += (f", each timed with another class's constants; no training table "
                       f"measured {net}: timed as {used}")

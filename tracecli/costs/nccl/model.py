@@ -43,6 +43,7 @@ from .channels import model_channels
 from .forced import apply, no_algorithm, restrict
 from .ofi_tuner import channels, tuned
 from .pipeline import fill_bytes
+from .minorant import minorant_of
 from .report import summary_of
 from .timing import TimeParams, channels_used, features, launch_us, time_us
 from .wire import line_rate_us
@@ -299,35 +300,10 @@ class NcclModel:
         """A line at or below :meth:`time_ms` of ``kind`` at every size (a thousandth below,
         for NCCL's float32 arithmetic)."""
         key = ("minorant", kind)
-        if key in self._cache:
-            return self._cache[key]
-        line = Linear(0.0, 0.0)
-        table = self._table() if self.gpus > 1 else None
-        if table is not None:
-            f = FUNCS_INDEX[self._func(kind)]
-            pairs = [(table.lat[f][a][p], table.bw[f][a][p]) for a in range(len(table.bw[f]))
-                     for p in range(3) if table.bw[f][a][p] > 0]
-            if pairs:
-                lat = min(max(lat, 0.0) for lat, _ in pairs)
-                per_byte = self.charged_bytes(kind, 1 << 20) / float(1 << 20) / (1000.0 * max(bw for _, bw in pairs))
-                hit = self.time_params()
-                if hit is not None:
-                    p = hit[0]
-                    fixed = p.floor + (p.net_floor if self.topology.nodes > 1 else 0.0)
-                    # a bound under every pick: the smaller factor where NVLS has its own
-                    k_lat = min(p.lat, p.lat_nvls)
-                    k_bw = min(p.bw, p.bw_nvls_sm100) if self.compcap >= 100 else p.bw
-                    ring = p.ring_net if self.topology.nodes > 1 else 0.0
-                    k_bw = min(k_bw, p.bw + ring)
-                    # the fill adds time; the channel term takes at most chan of bw back
-                    line = Linear(fixed + k_lat * lat, k_bw * per_byte) \
-                        if min(p.floor, p.net_floor, k_lat, k_bw, p.fill,
-                               p.bw + min(ring, 0.0) + p.chan) >= 0 else line
-                else:
-                    line = Linear(lat, per_byte)
-                line = Linear(0.999 * line.latency_ms / 1000.0, 0.999 * line.ms_per_byte / 1000.0)
-        self._cache[key] = line
-        return line
+        if key not in self._cache:
+            table = self._table() if self.gpus > 1 else None
+            self._cache[key] = minorant_of(self, kind, table, FUNCS_INDEX[self._func(kind)])
+        return self._cache[key]
 
     def error(self, kind: CollectiveKind, nbytes: float) -> Optional[ErrorBand]:
         """The cross-validated error of :meth:`time_ms` at this size (:mod:`.accuracy`);

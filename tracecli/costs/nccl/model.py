@@ -308,7 +308,8 @@ class NcclModel:
     def error(self, kind: CollectiveKind, nbytes: float) -> Optional[ErrorBand]:
         """The cross-validated error of :meth:`time_ms` at this size (:mod:`.accuracy`);
         ``None`` on one rank or where nothing was fitted."""
-        return self.error_charged(kind, self.charged_bytes(kind, nbytes))
+        return self.error_charged(kind, self.charged_bytes(kind, nbytes),
+                                  1000.0 * self.time_ms(kind, nbytes))
 
     def unknown_error(self, kind: CollectiveKind, nbytes: float) -> str:
         if self.gpus <= 1:
@@ -317,16 +318,24 @@ class NcclModel:
             return "NCCL's own ranking times, not fitted to any measurement"
         return "no held-out measurement of this size checks the time model"
 
-    def error_charged(self, kind: CollectiveKind, charged: int) -> Optional[ErrorBand]:
-        """:meth:`error` for the bytes NCCL charges (nccl-tests' size column)."""
+    def error_charged(self, kind: CollectiveKind, charged: int,
+                      predicted_us: Optional[float] = None) -> Optional[ErrorBand]:
+        """:meth:`error` for the bytes NCCL charges (nccl-tests' size column), of a prediction
+        of ``predicted_us`` (``None``: :meth:`timed_us`'s), its upper edge capped where it
+        would have a run beat the line rate (:func:`.accuracy.capped`)."""
         hit = self.time_params()
         if hit is None or self.gpus <= 1:
             return None
-        from .accuracy import error_table
+        from .accuracy import capped, error_table
 
         table = error_table("local" if self.link_net is None else "network", self.time_class,
                             hit[1])
-        return table.at(kind, charged) if table else None
+        band = table.at(kind, charged) if table else None
+        line = line_rate_us(self._func(kind), charged, self.topology.nodes, self.nic_gbps)
+        if band is None or line <= 0:
+            return band
+        return capped(band, self.timed_us(kind, charged) if predicted_us is None
+                      else predicted_us, line)
 
     def algorithm_protocol(self, kind: CollectiveKind, nbytes: float) -> Optional[tuple[str, str]]:
         """``(algorithm, protocol)`` NCCL picks for a bucket of ``nbytes`` (``None`` on one rank)."""

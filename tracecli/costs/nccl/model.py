@@ -42,7 +42,8 @@ from .describe import description_of, topology_doc_of
 from .channels import model_channels
 from .forced import apply, no_algorithm, restrict
 from .ofi_tuner import channels, tuned
-from .pipeline import fill_bytes
+from .pipeline import Chunking, fill_bytes
+from .ofi_env import chunking
 from .minorant import minorant_of
 from .report import summary_of
 from .timing import TimeParams, channels_used, features, launch_us, time_us
@@ -215,27 +216,30 @@ class NcclModel:
         # plugin's reported latency is a knob for NCCL's choice (aws-ofi-nccl chose 75 us
         # because "NCCL's internal tuner choices work better with this value",
         # platform-aws.cpp:774-780), so the time model's latency term leaves it out
-        _, table, start, ring_gbps = self._sized()
+        _, table, start, ring_gbps, _ = self._sized()
         lat, bw = algo_terms(table, self._func(kind), ALGOS.index(a), PROTOS.index(p), charged)
         used = channels(self, kind, a, p, charged, start) or channels_used(
             a, p, charged, start, table.comm.n_ranks, ring_gbps)
         nvls = a in ("NVLS", "NVLSTree")
         fill = fill_bytes(a, charged, self.compcap, self.topology.nodes, self.nvls.n_channels,
-                          self.version, self.nvls) if nvls and self.nvls is not None else 0
+                          self.version, self.nvls, self._sized()[4]) \
+            if nvls and self.nvls is not None else 0
         per = 0.0 if params is None else params.bw + (params.ring_net if a == "Ring" else 0.0)
         scale = channel_scale(self.link_net, a, start, 2 * self.ring.n_channels,
                               1.0 / per if per > 0 else 0.0)
         return features(lat, bw, charged, used, start, self.topology.nodes > 1,
                         nvls and self.compcap >= 100, nvls, fill, a == "Ring", scale)
 
-    def _sized(self) -> tuple["NcclModel", Any, int, float]:
+    def _sized(self) -> tuple["NcclModel", Any, int, float, Chunking]:
         """What :meth:`features` reads at every size, computed once: ``(self, NCCL's table
         without the network's reported latency, the channels a ring or tree starts from, the
-        ring graph's GB/s)`` (a copy made by ``replace`` starts a cache of its own)."""
+        ring graph's GB/s, the NVLS chunk settings, ofi_env.chunking)`` (a copy made by
+        ``replace`` starts a cache of its own)."""
         hit = self._cache.get("sized")
         if hit is None:
             hit = self._cache["sized"] = (self, self._table(0.0), model_channels(
-                self, collective=True), self.ring.n_channels * self.ring.bw_intra)
+                self, collective=True), self.ring.n_channels * self.ring.bw_intra,
+                chunking(self))
         return hit
 
     def time_params(self) -> Optional[tuple[TimeParams, str]]:

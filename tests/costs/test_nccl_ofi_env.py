@@ -1,5 +1,5 @@
-"""aws-ofi-nccl's platform environment (NVLS chunks, the Simple buffer;
-tracecli/costs/nccl/ofi_env.py, pipeline.first_chunk)."""
+"""aws-ofi-nccl's platform environment (NVLS chunks, the Simple buffer) and its protocol as
+``OFI_NCCL_PROTOCOL`` sets it (tracecli/costs/nccl/ofi_env.py, pipeline.first_chunk)."""
 
 from __future__ import annotations
 
@@ -83,6 +83,7 @@ def test_the_fill_of_a_p5_run_is_its_512_kib_chunks():
     ({"NCCL_NVLS_CHUNKSIZE": "1000"}, "a power of two from 16384"),
     ({"NCCL_NVLS_CHUNKSIZE": "lots"}, "whole number"),
     ({"NCCL_NVLSTREE_MAX_CHUNKSIZE": "-1"}, "(or -2, unset)"),
+    ({"OFI_NCCL_PROTOCOL": "tcp"}, "use one of RDMA, SENDRECV"),
 ])
 def test_bad_values_are_refused(env, says):
     with pytest.raises(CostModelError) as e:
@@ -99,13 +100,38 @@ def test_a_release_that_does_not_read_a_setting_refuses_it():
     restrict(NcclModel.for_platform("aws-p5", 2, "2.20.5"), {"NCCL_NVLSTREE_MAX_CHUNKSIZE": "65536"})
 
 
+def test_the_protocol_picks_the_time_class_and_the_devices_nccl_sees():
+    p5 = NcclModel.for_platform("aws-p5", 2, "2.27.7")
+    assert (p5.time_class, p5.nic_devices) == ("efa-rdma", 8)
+    sr = restrict(p5, {"OFI_NCCL_PROTOCOL": "sendrecv"})  # strcasecmp
+    assert sr.time_class == "efa-sendrecv"
+    assert sr.nic_devices is None and sr.nics == 32  # each NIC a device: 32 of 100 Gb/s
+    assert sr.ring != p5.ring
+    assert sr.timed_us(K.ALL_REDUCE, 1 << 20) != p5.timed_us(K.ALL_REDUCE, 1 << 20)
+    # RDMA named on p5 is its own default: the same model
+    assert restrict(p5, {"OFI_NCCL_PROTOCOL": "RDMA"}).ring == p5.ring
+    p4d = NcclModel.for_platform("aws-p4d", 2)
+    rdma = restrict(p4d, {"OFI_NCCL_PROTOCOL": "RDMA"})
+    assert (p4d.time_class, rdma.time_class) == ("efa-sendrecv", "efa-rdma")
+    assert rdma.ring == p4d.ring  # 4 NICs for 8 GPUs: a group each, the same 4 devices
+    # another scale keeps it (on() re-applies the settings to its own graph)
+    assert sr.on(32).time_class == "efa-sendrecv" and sr.on(32).nic_devices is None
+    # not on another network
+    with pytest.raises(CostModelError, match="on EFA"):
+        restrict(NcclModel.for_platform("dgx-h100", 2), {"OFI_NCCL_PROTOCOL": "RDMA"})
+
+
 def test_the_cli_models_and_refuses_them():
     doc = json.loads(run("collective", "allreduce", "--platform", "aws-p5", "--nodes", "2",
-                         "--nccl-env", "NCCL_NVLS_CHUNKSIZE=131072", "--json").stdout)
-    assert "with NCCL_NVLS_CHUNKSIZE=131072" in doc["model"]
+                         "--nccl-env", "OFI_NCCL_PROTOCOL=SENDRECV", "--json").stdout)
+    assert "efa-sendrecv" in doc["model"] and "with OFI_NCCL_PROTOCOL=SENDRECV" in doc["model"]
     text = " ".join(run("collective", "allreduce", "--platform", "aws-p5", "--nodes", "4").stdout.split())
     assert "aws-ofi-nccl sets NCCL_BUFFSIZE=8388608 NCCL_NVLSTREE_MAX_CHUNKSIZE=524288 " \
            "NCCL_NVLS_CHUNKSIZE=524288" in text
     assert_error(run("collective", "allreduce", "--platform", "aws-p5", "--nodes", "2",
                      "--nccl-env", "NCCL_NVLS_CHUNKSIZE=100000"),
                  "tracecli", "--nccl-env NCCL_NVLS_CHUNKSIZE=100000", "16384, 32768")
+    assert_error(run("collective", "allreduce", "--platform", "aws-p5", "--nodes", "2",
+                     "--nccl-env", "OFI_NCCL_PROTOCOL=ib"), "tracecli", "RDMA, SENDRECV")
+    assert_error(run("collective", "allreduce", "--platform", "dgx-h100", "--nodes", "2",
+                     "--nccl-env", "OFI_NCCL_PROTOCOL=RDMA"), "tracecli", "(--net efa)")

@@ -24,7 +24,7 @@
   they bound ``comm->nChannels`` after the graph search (:mod:`.channels`); NCCL's bandwidths
   keep the searched graph's ``nChannels`` (tuning.cc:175).
 - ``NCCL_NVLS_CHUNKSIZE``, ``NCCL_NVLSTREE_MAX_CHUNKSIZE`` (the NVLS pipelines' chunk,
-  :func:`.pipeline.first_chunk`): :mod:`.ofi_env`.
+  :func:`.pipeline.first_chunk`) and aws-ofi-nccl's ``OFI_NCCL_PROTOCOL``: :mod:`.ofi_env`.
 - ``NCCL_NVLS_ENABLE`` (src/transport/nvls.cc ``ncclNvlsInit``, default 2: where the
   hardware supports it): 0 turns NVLS support off, so no NVLS or NVLSTree; any other value
   forces it on, which NCCL cannot run on NVSwitch GPUs without multicast (before sm90):
@@ -226,6 +226,7 @@ def restrict(model, env: Mapping[str, str]):
     check_env(env, model.version, model.name.removeprefix("nccl:"))
     channel_bounds(env)
     ofi_env.check_env(env, model.version, model.link_net, model.topology.nodes)
+    model = ofi_env.regraph(model, ofi_env.protocol(env))
     nvls = model.nvls
     if "NCCL_NVLS_ENABLE" in env:
         value = _number("NCCL_NVLS_ENABLE", env["NCCL_NVLS_ENABLE"])

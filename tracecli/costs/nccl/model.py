@@ -43,7 +43,7 @@ from .channels import model_channels
 from .forced import apply, no_algorithm, restrict
 from .ofi_tuner import channels, tuned
 from .pipeline import Chunking, fill_bytes
-from .ofi_env import chunking
+from .ofi_env import chunking, protocol
 from .minorant import minorant_of
 from .report import summary_of
 from .timing import TimeParams, channels_used, features, launch_us, time_us
@@ -252,7 +252,8 @@ class NcclModel:
     @property
     def time_class(self) -> Optional[str]:
         """The fitted constants' class: :attr:`link_net`, on EFA by protocol (transports.py)."""
-        return time_class(self.link_net, self.name, self.nics or 0, self.topology.gpus_per_node)
+        return time_class(self.link_net, self.name, self.nics or 0, self.topology.gpus_per_node,
+                          protocol(dict(self.nccl_env)))
 
     @property
     def link_net(self) -> Optional[str]:

@@ -1,4 +1,4 @@
-"""What aws-ofi-nccl changes in NCCL's environment on AWS.
+"""What aws-ofi-nccl changes in NCCL's environment on AWS, and its protocol as the job sets it.
 
 Sources: github.com/aws/aws-ofi-nccl tags, github.com/NVIDIA/nccl tags (:mod:`.pipeline` for
 what NCCL does with the chunk settings).
@@ -20,28 +20,44 @@ what NCCL does with the chunk settings).
   node count (NCCL loads its net plugin at init), and on hardware given by flags over
   ``--net efa`` on several nodes, read as the instance it matches (``transports.efa_class``:
   a NIC a GPU, p5's; fewer, p4d's).
+- **``OFI_NCCL_PROTOCOL``** (:func:`protocol`): ``SENDRECV`` or ``RDMA`` (``strcasecmp``,
+  v1.16.3 src/nccl_ofi_net.cpp:203-223; another name fails plugin init, :219-221) overrides
+  the platform's ``default_protocol``, which the plugin sets only where the user did not
+  (platform-aws.cpp:684-686; nccl_ofi_net.cpp:183-203). It picks the transport's time class
+  (``transports.time_class``) and the devices NCCL sees: the RDMA protocol groups a GPU's EFA
+  rails into one device of their summed speed (src/nccl_ofi_rdma.cpp:7879-7889: a device per
+  NIC group of the topology; :570-573: its speed times the group's rails), SENDRECV offers each
+  NIC as a device of its own (src/nccl_ofi_sendrecv.cpp:2795: a device per provider
+  ``fi_info``, one a NIC), so SENDRECV on a
+  p5 shows NCCL 32 NICs of 100 Gb/s instead of 8 of 400, and NCCL's graph search runs on
+  those (:func:`regraph`). With RDMA the plugin also checks that the NIC writes natively
+  (platform-aws.cpp:728-735, ``validate_rdma_write``) and fails where it does not, a fact of
+  the NIC's firmware tracecli does not know: it models the protocol as asked.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Mapping, Optional
 
 from ...errors import CostModelError
 from .platforms import PLATFORMS
-from .transports import efa_class
+from .transports import efa_class, nccl_nics
 from .versions import parse_version
 
-__all__ = ["plugin_env", "chunking", "check_env", "VARS", "CHUNK_CHOICES"]
+__all__ = ["plugin_env", "chunking", "protocol", "check_env", "regraph", "VARS", "PROTOCOLS",
+           "CHUNK_CHOICES"]
 
 _P4 = (("NCCL_BUFFSIZE", "8388608"),)
 _P5 = _P4 + (("NCCL_NVLSTREE_MAX_CHUNKSIZE", "524288"), ("NCCL_NVLS_CHUNKSIZE", "524288"))
 PLATFORM_ENV = {"aws-p4d": _P4, "aws-p4de": _P4, "aws-p5": _P5, "aws-p5e": _P5,
                 "aws-p5en": _P5, "aws-p6-b200": _P5}
 CLASS_ENV = {"efa-sendrecv": _P4, "efa-rdma": _P5}  # hardware flags: the instance they match
+PROTOCOLS = ("RDMA", "SENDRECV")
 # the release that first reads each chunk setting (pipeline.py)
 CHUNK_FROM = {"NCCL_NVLS_CHUNKSIZE": (2, 21), "NCCL_NVLSTREE_MAX_CHUNKSIZE": (2, 20)}
 CHUNK_CHOICES = tuple(1 << k for k in range(14, 25))  # 16 KiB to 16 MiB, powers of two
-VARS = tuple(CHUNK_FROM)
+VARS = tuple(CHUNK_FROM) + ("OFI_NCCL_PROTOCOL",)
 
 
 def plugin_env(model) -> dict[str, str]:
@@ -68,8 +84,15 @@ def chunking(model) -> tuple[Optional[int], Optional[int], Optional[int]]:
                  for v in ("NCCL_BUFFSIZE", "NCCL_NVLS_CHUNKSIZE", "NCCL_NVLSTREE_MAX_CHUNKSIZE"))
 
 
+def protocol(env: Mapping[str, str]) -> Optional[str]:
+    """The protocol ``OFI_NCCL_PROTOCOL`` names (``None``: unset, the platform's)."""
+    value = env.get("OFI_NCCL_PROTOCOL")
+    return None if value is None else value.upper()
+
+
 def check_env(env: Mapping[str, str], version: str, net: Optional[str], nodes: int) -> None:
-    """Refuse chunk settings NCCL ``version`` does not read or tracecli does not model."""
+    """Refuse chunk settings NCCL ``version`` does not read or tracecli does not model, and an
+    ``OFI_NCCL_PROTOCOL`` aws-ofi-nccl would fail on, or on a network it does not run."""
     from .forced import _number
 
     release = (parse_version(version) or (0, 0, 0))[:2]
@@ -85,3 +108,34 @@ def check_env(env: Mapping[str, str], version: str, net: Optional[str], nodes: i
                                  f"{CHUNK_CHOICES[0]} to {CHUNK_CHOICES[-1]} bytes"
                                  + (" (or -2, unset)" if var.startswith("NCCL_NVLSTREE") else "")
                                  + ": " + ", ".join(map(str, CHUNK_CHOICES)))
+    if "OFI_NCCL_PROTOCOL" in env:
+        if protocol(env) not in PROTOCOLS:
+            raise CostModelError(f"OFI_NCCL_PROTOCOL={env['OFI_NCCL_PROTOCOL']}: aws-ofi-nccl "
+                                 "fails plugin init (\"Unable to find plugin protocol\"); use "
+                                 "one of " + ", ".join(PROTOCOLS))
+        if nodes > 1 and net != "efa":
+            raise CostModelError(f"OFI_NCCL_PROTOCOL: tracecli models aws-ofi-nccl's protocols on "
+                                 f"EFA (--net efa), not on {net}; leave it out")
+
+
+def regraph(model, chosen: Optional[str]):
+    """``model`` with the graphs NCCL's search finds on the devices aws-ofi-nccl shows it under
+    protocol ``chosen`` (see the module); the model itself where they do not change or its
+    graph was NCCL's own (a log's)."""
+    from .graph import GPUS, search_graphs
+    from .nvls import search_nvls
+
+    t = model.topology
+    if chosen is None or t.nodes < 2 or model.link_net != "efa" or not model.nics \
+            or model.device not in GPUS or not model.graph_source.startswith("estimated"):
+        return model
+    devices = nccl_nics(model.nics, t.gpus_per_node, "efa", model.version, chosen)[0]
+    if devices == (model.nic_devices or model.nics):
+        return model
+    gpu, nvswitch = GPUS[model.device], model.intra == "nvswitch"
+    ring, tree = search_graphs(gpu, t.gpus_per_node, t.nodes, nvswitch, model.nic_gbps,
+                               devices, model.intra == "nvlink")
+    nvls = search_nvls(gpu, t.gpus_per_node, t.nodes, nvswitch, model.nic_gbps, devices,
+                       model.version) if model.nvls is not None else None
+    return replace(model, ring=ring, tree=tree, nvls=nvls,
+                   nic_devices=devices if devices != model.nics else None)

@@ -326,7 +326,9 @@ EXPECTED = [
      lambda cmd: cmd[0] == "plan-buckets" and "--compare" in cmd
      and any(a.endswith("embed_horovod.txt") for a in cmd)),
     ("issue 24 item 5: collective --measured names its error column by its formula, "
-     "(pred-meas)/meas (its predictions also moved with issue 23's timed pick)",
+     "(pred-meas)/meas (its predictions also moved with issue 23's timed pick; round 9 caps "
+     "the CSCS GH200 run's 64 and 128 MiB bands at the line rate, -23% to +13% and +9%, and "
+     "its refit moves its times by 0.1% at most)",
      lambda cmd: cmd[0] == "collective" and "--measured" in cmd),
     ("issue 24 item 1: a trace fit that fails says so without naming calibrate's options "
      "(--max-size, --iters), which plan-buckets does not have",
@@ -341,7 +343,10 @@ EXPECTED = [
      "so); round 8 refits it on 23 tables (an AWS p5 EFA table from 8 B: the efa constants "
      "and the network error bands move, and with them the advice under --platform): "
      "`collective` prints new times, bands and constants, and plans under --platform "
-     "change with them (docs/nccl-time-model.md)",
+     "change with them (docs/nccl-time-model.md); round 9 caps a band's upper edge where it "
+     "would let a run beat the NICs' line rate, and refits after modelling aws-ofi-nccl's "
+     "NVLS chunk settings on p5 (the constants move by under 2%: ib's NVLS latency x1.37 -> "
+     "x1.38, the dgx-h100 times by 0.2% at most; docs/nccl-time-model.md)",
      lambda cmd: cmd[0] == "collective" or (cmd[0] == "plan-buckets" and "--platform" in cmd)),
     ("issue 26 item 3: a profiler trace recorded with module scopes (with_stack=True; "
      "tests/fixtures/kineto_modules, added after the base) names its gradients by module path "

@@ -230,7 +230,7 @@ def test_every_shape_with_a_table_takes_the_tuners_pick():
         got = run(cli, args + ["--json"])
         assert got.exit_code == 0, got.output
         assert f'"instance": "{instance}", "modelled": true, "tunes": true' in got.output
-        text = run(cli, args, env={"COLUMNS": "400"}).output
+        text = run(cli, args, env={"COLUMNS": "1000"}).output
         assert f"picks by aws-ofi-nccl 1.16.3's region tuner for {instance}" in text
         model = topology_model(TopologyRequest(nodes=4, gpus_per_node=per_node, nccl="2.27.7",
                                                platform=platform))[0]
@@ -292,7 +292,7 @@ def test_cli_switches_and_bad_values():
     # tuner settings are listed apart from what restricts NCCL's choice
     ok = run(cli, ["collective", "allreduce", "--platform", "aws-p5", "--nodes", "4",
                    "--nccl", "2.27.7", "--nccl-env", "NCCL_TUNER_PLUGIN=none", "--sizes", "1M"],
-             env={"COLUMNS": "400"})
+             env={"COLUMNS": "1000"})
     assert "tuner settings NCCL_TUNER_PLUGIN=none" in ok.output
     assert "restricted by" not in ok.output
     assert "aws-ofi-nccl's tuner makes NCCL take" in ok.output  # the footer: whose pick

@@ -85,3 +85,62 @@ def test_the_bound_leaves_a_platform_s_times_alone():
                 charged = m.charged_bytes(kind, 1 << e)
                 bound = line_rate_us(FUNC[kind], charged, nodes, m.nic_gbps)
                 assert m.timed_us(kind, charged) > 1.05 * bound
+
+
+def _uncapped(m, kind, charged):
+    """The band the error table holds for ``charged`` bytes, before the line rate's cap."""
+    from tracecli.costs.nccl.accuracy import error_table
+
+    return error_table("network", m.time_class, m.time_params()[1]).at(kind, charged)
+
+
+def test_no_band_says_a_run_beats_the_line_rate():
+    m = NcclModel.for_topology("h100", 2, 8, True, 100.0, 1, "2.30.7", "socket")
+    capped = 0
+    for kind in KINDS:
+        for e in range(10, 35):
+            charged = m.charged_bytes(kind, 1 << e)
+            pred, line = m.timed_us(kind, charged), line_rate_us(FUNC[kind], charged, 2, 100.0)
+            band, raw = m.error_charged(kind, charged), _uncapped(m, kind, charged)
+            fastest = pred / (1.0 + band.high)  # the least time the band allows a run
+            assert fastest >= line * (1 - 1e-9)
+            assert band.low == raw.low or band.low == band.high  # only the upper edge moves
+            if raw.high > band.high:
+                capped += 1
+                assert band.high == pytest.approx(pred / line - 1.0)
+                assert "capped at" in band.basis
+            else:
+                assert band == raw
+    assert capped > 0
+    # at 1 GiB the prediction is the line rate: the band allows no run faster than it
+    assert m.error(K.ALL_REDUCE, 1 << 30).high == 0.0
+    # and a plan asks the same band (NcclModel.error is error_charged at time_ms)
+    assert m.error(K.ALL_REDUCE, 1 << 27) == m.error_charged(K.ALL_REDUCE, 1 << 27)
+
+
+def test_a_band_far_from_the_line_rate_is_left_alone():
+    m = NcclModel.for_platform("dgx-h100", 2, "2.30.7")
+    for e in (10, 20, 30):
+        assert m.error_charged(K.ALL_REDUCE, 1 << e) == _uncapped(m, K.ALL_REDUCE, 1 << e)
+
+
+def test_collective_shows_the_capped_band():
+    import json
+
+    from conftest import run
+
+    args = ("collective", "allreduce", "--net", "socket", "--nodes", "2", "--gpus-per-node", "8",
+            "--nic-gbps", "100", "--nics", "1", "--sizes", "1M:1G")
+    doc = json.loads(run(*args, "--json").stdout)
+    rows = {r["bytes"]: r for r in doc["rows"]}
+    big = rows[1 << 30]
+    line = line_rate_us("AllReduce", 1 << 30, 2, 100.0)
+    assert big["predicted_us"] == pytest.approx(line)
+    assert big["error_band"]["high_pct"] == 0.0 and "capped at +0%" in big["error_band"]["basis"]
+    for r in doc["rows"]:  # no row's band lets a run beat the NICs
+        fastest = r["predicted_us"] / (1 + r["error_band"]["high_pct"] / 100)
+        assert fastest >= line_rate_us("AllReduce", r["bytes"], 2, 100.0) * (1 - 1e-5)
+    text = run(*args).stdout
+    assert "the band's upper edge is capped there" in " ".join(text.split())
+    assert "capped there" not in " ".join(run("collective", "allreduce", "--platform", "dgx-h100",
+                                              "--nodes", "2").stdout.split())

@@ -8,7 +8,9 @@ from typing import Optional
 from rich.console import Group
 from rich.text import Text
 
-from ..costs.nccl.accuracy import one_cluster
+from ..costs.collectives import KIND_OF_OP, NAMES
+from ..costs.nccl.accuracy import one_cluster, reaches_line
+from ..costs.nccl.wire import line_rate_us
 from ..costs.nccl.ofi_tuner import tuner_doc
 from ..units import format_size
 from .layout import WORD, Column, Fitted, with_rank
@@ -60,7 +62,7 @@ def collective_view(op: str, model, rows, measured: Optional[str] = None) -> Gro
                 f"public nccl-tests tables); NCCL us: NCCL's own model time{key}; "
                 "error band: (predicted - measured) / measured on tables the constants were not "
                 "fitted on" + (f" ({basis.split(':')[0]})" if basis else "")
-                + _borrowed(rows, model)
+                + _borrowed(rows, model) + _at_line(op, rows, model)
                 + ("; error = (predicted - measured) / measured" if measured else ""))
     return Group(head, shown, foot)
 
@@ -74,3 +76,18 @@ def _borrowed(rows, model) -> str:
     return (f"; {cls} was measured by one cluster's tables, which no other cluster of it "
             "checks: its bands are those of the classes held out against their own, "
             "widened where its constants miss its own tables by more")
+
+
+def _at_line(op: str, rows, model) -> str:
+    """Said where a band's upper edge is the line rate's (:func:`~tracecli.costs.nccl.accuracy.
+    capped`): no run is faster than the bytes cross a node's NICs."""
+    kind, t = KIND_OF_OP.get(op), model.topology
+    gbps = getattr(model, "nic_gbps", None)
+    if kind is None or not gbps:
+        return ""
+    func = NAMES[kind].nccl
+    if not any(r.band is not None and reaches_line(
+            r.band, r.predicted_us, line_rate_us(func, r.bytes, t.nodes, gbps)) for r in rows):
+        return ""
+    return ("; where a prediction is at or near the line rate (the bytes through one node's "
+            "NICs at their speed), the band's upper edge is capped there: no run is faster")

@@ -15,6 +15,11 @@ True
 >>> wide, pooled = error_table("network", "tcpx", "tcpx"), error_table("network", None, "ib")
 >>> wide.at(None, 4 << 20).low <= pooled.at(None, 4 << 20).low
 True
+
+No run is faster than the line rate (:mod:`.wire`), and a prediction never is (the model
+clamps it there): so a band's upper edge, which says how much slower than a run the model may
+be, is capped at ``predicted / line - 1``, 0 where the prediction is the line rate itself
+(:func:`capped`, applied by ``NcclModel.error`` to every band it answers).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from typing import Optional
 from ...units import format_size
 from ..error import ErrorBand, ErrorTable
 
-__all__ = ["error_table", "one_cluster"]
+__all__ = ["error_table", "one_cluster", "capped", "reaches_line"]
 
 
 @lru_cache(maxsize=64)
@@ -82,3 +87,36 @@ def one_cluster(net: Optional[str]) -> bool:
     from .fitted import ERROR_BANDS, FITTED
 
     return net is not None and net in FITTED and f"net:{net}" not in ERROR_BANDS
+
+
+def capped(band: ErrorBand, predicted_us: float, line_us: float) -> ErrorBand:
+    """``band`` of a prediction of ``predicted_us`` whose bytes need ``line_us`` at the line
+    rate (:func:`.wire.line_rate_us`): its upper edge at most ``predicted / line - 1`` (a run
+    measured at the line rate), its lower edge at most that (a band wholly above it says every
+    run beats the line rate: none does, so the band shrinks to the line rate's error).
+
+    >>> capped(ErrorBand(-0.2, 0.2, "x"), 110.0, 100.0).text()
+    '-20% to +10%'
+    >>> capped(ErrorBand(0.05, 0.2, "x"), 100.0, 100.0).text(), capped(ErrorBand(-0.1, 0.2, "x"), 200.0, 100.0).text()
+    ('0% to 0%', '-10% to +20%')
+    """
+    if line_us <= 0 or predicted_us <= 0:
+        return band
+    top = max(predicted_us / line_us - 1.0, 0.0)
+    if band.high <= top:
+        return band
+    return ErrorBand(min(band.low, top), top,
+                     f"{band.basis}; capped at {100 * top:+.0f}%: no run moves the bytes "
+                     "through a node's NICs faster than their line rate")
+
+
+def reaches_line(band: ErrorBand, predicted_us: float, line_us: float) -> bool:
+    """Whether ``band``'s upper edge is the line rate's (:func:`capped` set it there, or
+    the band reaches it exactly): a run at its fastest would move the bytes at the line rate.
+
+    >>> reaches_line(capped(ErrorBand(-0.1, 0.2, "x"), 110.0, 100.0), 110.0, 100.0)
+    True
+    >>> reaches_line(ErrorBand(-0.1, 0.05, "x"), 110.0, 100.0), reaches_line(ErrorBand(-0.1, 0.2, "x"), 1.0, 0.0)
+    (False, False)
+    """
+    return line_us > 0 and predicted_us > 0 and band.high >= predicted_us / line_us - 1.0 - 1e-9

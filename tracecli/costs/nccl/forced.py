@@ -23,6 +23,8 @@
   as NCCL clamps them (max 1..32, min 0..32, -2 unset; connect.cc ``ncclMaxNchannels``);
   they bound ``comm->nChannels`` after the graph search (:mod:`.channels`); NCCL's bandwidths
   keep the searched graph's ``nChannels`` (tuning.cc:175).
+- ``NCCL_NVLS_CHUNKSIZE``, ``NCCL_NVLSTREE_MAX_CHUNKSIZE`` (the NVLS pipelines' chunk,
+  :func:`.pipeline.first_chunk`) and aws-ofi-nccl's ``OFI_NCCL_PROTOCOL``: :mod:`.ofi_env`.
 - ``NCCL_NVLS_ENABLE`` (src/transport/nvls.cc ``ncclNvlsInit``, default 2: where the
   hardware supports it): 0 turns NVLS support off, so no NVLS or NVLSTree; any other value
   forces it on, which NCCL cannot run on NVSwitch GPUs without multicast (before sm90):
@@ -51,11 +53,13 @@ from .tuning import (ALGOS, CN_CHAIN, CN_DIRECT, FUNCS, LL128, NVLS, NVLS_TREE, 
                      TREE, Table, tune)
 from .versions import parse_version
 from .ofi_tuner import TUNER_VARS, check_env
+from . import ofi_env
 
 __all__ = ["restrict", "apply", "enables", "KNOWN", "settings", "channel_bounds", "no_algorithm"]
 
 KNOWN = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS",
-         "NCCL_NVLS_ENABLE") + TUNER_VARS  # the last: who tunes on AWS (ofi_tuner.py)
+         "NCCL_NVLS_ENABLE") + TUNER_VARS + ofi_env.VARS  # who tunes on AWS (ofi_tuner.py),
+# the NVLS chunks and aws-ofi-nccl's protocol (ofi_env.py)
 PREFIXES = (2, 24)  # the release whose parseList reads "collective:list;..." entries
 PAT_FROM = (2, 23)  # the release that named the PAT algorithm
 MAX_SETTING = 200  # characters of one setting's value
@@ -221,6 +225,8 @@ def restrict(model, env: Mapping[str, str]):
     enables(env, model.version, model.topology.nodes)  # refuses what NCCL would not read
     check_env(env, model.version, model.name.removeprefix("nccl:"))
     channel_bounds(env)
+    ofi_env.check_env(env, model.version, model.link_net, model.topology.nodes)
+    model = ofi_env.regraph(model, ofi_env.protocol(env))
     nvls = model.nvls
     if "NCCL_NVLS_ENABLE" in env:
         value = _number("NCCL_NVLS_ENABLE", env["NCCL_NVLS_ENABLE"])

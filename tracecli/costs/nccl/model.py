@@ -42,7 +42,9 @@ from .describe import description_of, topology_doc_of
 from .channels import model_channels
 from .forced import apply, no_algorithm, restrict
 from .ofi_tuner import channels, tuned
-from .pipeline import fill_bytes
+from .pipeline import Chunking, fill_bytes
+from .ofi_env import chunking, protocol
+from .minorant import minorant_of
 from .report import summary_of
 from .timing import TimeParams, channels_used, features, launch_us, time_us
 from .wire import line_rate_us
@@ -214,27 +216,30 @@ class NcclModel:
         # plugin's reported latency is a knob for NCCL's choice (aws-ofi-nccl chose 75 us
         # because "NCCL's internal tuner choices work better with this value",
         # platform-aws.cpp:774-780), so the time model's latency term leaves it out
-        _, table, start, ring_gbps = self._sized()
+        _, table, start, ring_gbps, _ = self._sized()
         lat, bw = algo_terms(table, self._func(kind), ALGOS.index(a), PROTOS.index(p), charged)
         used = channels(self, kind, a, p, charged, start) or channels_used(
             a, p, charged, start, table.comm.n_ranks, ring_gbps)
         nvls = a in ("NVLS", "NVLSTree")
         fill = fill_bytes(a, charged, self.compcap, self.topology.nodes, self.nvls.n_channels,
-                          self.version, self.nvls) if nvls and self.nvls is not None else 0
+                          self.version, self.nvls, self._sized()[4]) \
+            if nvls and self.nvls is not None else 0
         per = 0.0 if params is None else params.bw + (params.ring_net if a == "Ring" else 0.0)
         scale = channel_scale(self.link_net, a, start, 2 * self.ring.n_channels,
                               1.0 / per if per > 0 else 0.0)
         return features(lat, bw, charged, used, start, self.topology.nodes > 1,
                         nvls and self.compcap >= 100, nvls, fill, a == "Ring", scale)
 
-    def _sized(self) -> tuple["NcclModel", Any, int, float]:
+    def _sized(self) -> tuple["NcclModel", Any, int, float, Chunking]:
         """What :meth:`features` reads at every size, computed once: ``(self, NCCL's table
         without the network's reported latency, the channels a ring or tree starts from, the
-        ring graph's GB/s)`` (a copy made by ``replace`` starts a cache of its own)."""
+        ring graph's GB/s, the NVLS chunk settings, ofi_env.chunking)`` (a copy made by
+        ``replace`` starts a cache of its own)."""
         hit = self._cache.get("sized")
         if hit is None:
             hit = self._cache["sized"] = (self, self._table(0.0), model_channels(
-                self, collective=True), self.ring.n_channels * self.ring.bw_intra)
+                self, collective=True), self.ring.n_channels * self.ring.bw_intra,
+                chunking(self))
         return hit
 
     def time_params(self) -> Optional[tuple[TimeParams, str]]:
@@ -247,7 +252,8 @@ class NcclModel:
     @property
     def time_class(self) -> Optional[str]:
         """The fitted constants' class: :attr:`link_net`, on EFA by protocol (transports.py)."""
-        return time_class(self.link_net, self.name, self.nics or 0, self.topology.gpus_per_node)
+        return time_class(self.link_net, self.name, self.nics or 0, self.topology.gpus_per_node,
+                          protocol(dict(self.nccl_env)))
 
     @property
     def link_net(self) -> Optional[str]:
@@ -299,40 +305,16 @@ class NcclModel:
         """A line at or below :meth:`time_ms` of ``kind`` at every size (a thousandth below,
         for NCCL's float32 arithmetic)."""
         key = ("minorant", kind)
-        if key in self._cache:
-            return self._cache[key]
-        line = Linear(0.0, 0.0)
-        table = self._table() if self.gpus > 1 else None
-        if table is not None:
-            f = FUNCS_INDEX[self._func(kind)]
-            pairs = [(table.lat[f][a][p], table.bw[f][a][p]) for a in range(len(table.bw[f]))
-                     for p in range(3) if table.bw[f][a][p] > 0]
-            if pairs:
-                lat = min(max(lat, 0.0) for lat, _ in pairs)
-                per_byte = self.charged_bytes(kind, 1 << 20) / float(1 << 20) / (1000.0 * max(bw for _, bw in pairs))
-                hit = self.time_params()
-                if hit is not None:
-                    p = hit[0]
-                    fixed = p.floor + (p.net_floor if self.topology.nodes > 1 else 0.0)
-                    # a bound under every pick: the smaller factor where NVLS has its own
-                    k_lat = min(p.lat, p.lat_nvls)
-                    k_bw = min(p.bw, p.bw_nvls_sm100) if self.compcap >= 100 else p.bw
-                    ring = p.ring_net if self.topology.nodes > 1 else 0.0
-                    k_bw = min(k_bw, p.bw + ring)
-                    # the fill adds time; the channel term takes at most chan of bw back
-                    line = Linear(fixed + k_lat * lat, k_bw * per_byte) \
-                        if min(p.floor, p.net_floor, k_lat, k_bw, p.fill,
-                               p.bw + min(ring, 0.0) + p.chan) >= 0 else line
-                else:
-                    line = Linear(lat, per_byte)
-                line = Linear(0.999 * line.latency_ms / 1000.0, 0.999 * line.ms_per_byte / 1000.0)
-        self._cache[key] = line
-        return line
+        if key not in self._cache:
+            table = self._table() if self.gpus > 1 else None
+            self._cache[key] = minorant_of(self, kind, table, FUNCS_INDEX[self._func(kind)])
+        return self._cache[key]
 
     def error(self, kind: CollectiveKind, nbytes: float) -> Optional[ErrorBand]:
         """The cross-validated error of :meth:`time_ms` at this size (:mod:`.accuracy`);
         ``None`` on one rank or where nothing was fitted."""
-        return self.error_charged(kind, self.charged_bytes(kind, nbytes))
+        return self.error_charged(kind, self.charged_bytes(kind, nbytes),
+                                  1000.0 * self.time_ms(kind, nbytes))
 
     def unknown_error(self, kind: CollectiveKind, nbytes: float) -> str:
         if self.gpus <= 1:
@@ -341,16 +323,24 @@ class NcclModel:
             return "NCCL's own ranking times, not fitted to any measurement"
         return "no held-out measurement of this size checks the time model"
 
-    def error_charged(self, kind: CollectiveKind, charged: int) -> Optional[ErrorBand]:
-        """:meth:`error` for the bytes NCCL charges (nccl-tests' size column)."""
+    def error_charged(self, kind: CollectiveKind, charged: int,
+                      predicted_us: Optional[float] = None) -> Optional[ErrorBand]:
+        """:meth:`error` for the bytes NCCL charges (nccl-tests' size column), of a prediction
+        of ``predicted_us`` (``None``: :meth:`timed_us`'s), its upper edge capped where it
+        would have a run beat the line rate (:func:`.accuracy.capped`)."""
         hit = self.time_params()
         if hit is None or self.gpus <= 1:
             return None
-        from .accuracy import error_table
+        from .accuracy import capped, error_table
 
         table = error_table("local" if self.link_net is None else "network", self.time_class,
                             hit[1])
-        return table.at(kind, charged) if table else None
+        band = table.at(kind, charged) if table else None
+        line = line_rate_us(self._func(kind), charged, self.topology.nodes, self.nic_gbps)
+        if band is None or line <= 0:
+            return band
+        return capped(band, self.timed_us(kind, charged) if predicted_us is None
+                      else predicted_us, line)
 
     def algorithm_protocol(self, kind: CollectiveKind, nbytes: float) -> Optional[tuple[str, str]]:
         """``(algorithm, protocol)`` NCCL picks for a bucket of ``nbytes`` (``None`` on one rank)."""

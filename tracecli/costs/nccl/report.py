@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .ofi_env import VARS, plugin_env, protocol
 from .ofi_tuner import TUNER_VARS, note
 from .transports import nccl_nics
 from .versions import constants_for
@@ -24,10 +25,18 @@ def summary_of(self: "NcclModel") -> str:
     net = (f", {self.nic_gbps:g} Gb/s per node over {self.nics} NIC"
            f"{'s' if self.nics != 1 else ''}" if self.nic_gbps else "")
     if self.nic_devices is not None and self.nics:
-        net += f" (NCCL sees {self.nic_devices}: {nccl_nics(self.nics, t.gpus_per_node, self.link_net, self.version)[1]})"
+        why = nccl_nics(self.nics, t.gpus_per_node, self.link_net, self.version,
+                        protocol(dict(self.nccl_env)))[1]
+        net += f" (NCCL sees {self.nic_devices}: {why})"
     if self.plugin_latency_us:
         net += f"; the network reports {self.plugin_latency_us:g} us of latency to NCCL"
-    forced = [(k, v) for k, v in self.nccl_env if k not in TUNER_VARS]
+    added = plugin_env(self)
+    if added:
+        net += "; aws-ofi-nccl sets " + " ".join(f"{k}={v}" for k, v in sorted(added.items()))
+    forced = [(k, v) for k, v in self.nccl_env if k not in TUNER_VARS + VARS]
+    run = [f"{k}={v}" for k, v in self.nccl_env if k in VARS]
+    if run:
+        net += "; with " + " ".join(run)
     if forced:
         # an entry per word (forced.MAX_ENTRY): at 80 columns a setting wraps between entries
         net += "; restricted by " + " ".join(f"{k}={v}".replace(";", "; ") for k, v in forced)

@@ -101,7 +101,7 @@ def family(net: str) -> str:
 
 def efa_class(protocol: Optional[str], nics: int, gpus_per_node: int) -> str:
     """The time model's class of a topology on EFA: the protocol aws-ofi-nccl runs. The plugin
-    takes ``OFI_NCCL_PROTOCOL`` where the user sets it (not modelled), else its platform
+    takes ``OFI_NCCL_PROTOCOL`` where the user sets it (:mod:`.ofi_env`), else its platform
     table's for the instance type (v1.16.3 src/nccl_ofi_net.cpp:183-225; ``default_protocol``
     of src/platform-aws.cpp:75-205, the same in v1.9.2-aws and v1.13.2-aws
     src/platform-aws.c): SENDRECV on p4d and p4de, RDMA on p5, p5e, p5en and p6 (``protocol``,
@@ -123,11 +123,12 @@ def efa_class(protocol: Optional[str], nics: int, gpus_per_node: int) -> str:
     return EFA_CLASSES[protocol or ("RDMA" if rdma else "SENDRECV")]
 
 
-def time_class(net: Optional[str], model_name: str, nics: int, gpus_per_node: int
-               ) -> Optional[str]:
+def time_class(net: Optional[str], model_name: str, nics: int, gpus_per_node: int,
+               protocol: Optional[str] = None) -> Optional[str]:
     """The class of fitted constants that times a topology on transport ``net`` (``None``:
     one node): the transport, and on EFA the protocol aws-ofi-nccl runs (:func:`efa_class`),
-    the platform's where the model is one (``nccl:PLATFORM``).
+    the platform's where the model is one (``nccl:PLATFORM``), ``protocol`` where the job
+    sets ``OFI_NCCL_PROTOCOL`` (:mod:`.ofi_env`).
 
     >>> time_class("efa", "nccl:aws-p4d", 4, 8), time_class("efa", "nccl", 32, 8)
     ('efa-sendrecv', 'efa-rdma')
@@ -139,7 +140,7 @@ def time_class(net: Optional[str], model_name: str, nics: int, gpus_per_node: in
     from .platforms import PLATFORMS
 
     p = PLATFORMS.get(model_name.removeprefix("nccl:"))
-    return efa_class(p.protocol if p else None, nics, gpus_per_node)
+    return efa_class(protocol or (p.protocol if p else None), nics, gpus_per_node)
 
 
 def plugin_latency(net: Optional[str]) -> float:
@@ -151,21 +152,25 @@ def plugin_latency(net: Optional[str]) -> float:
     return PLUGIN_LATENCY_US.get(net or "", 0.0)
 
 
-def nccl_nics(nics: int, gpus_per_node: int, net: Optional[str], version: str) -> tuple[int, str]:
+def nccl_nics(nics: int, gpus_per_node: int, net: Optional[str], version: str,
+              protocol: Optional[str] = None) -> tuple[int, str]:
     """``(devices, why)``: how many network devices NCCL sees for ``nics`` NICs (ports) a
     node, and why where that differs (see the module): more NICs than GPUs a node are, on
     verbs from NCCL 2.20, ports of multi-port NICs NCCL merges, and on EFA the rails
-    aws-ofi-nccl groups per GPU; the node's bandwidth stays the same.
+    aws-ofi-nccl's RDMA protocol groups per GPU (not under ``protocol`` SENDRECV, which
+    offers each NIC, :mod:`.ofi_env`); the node's bandwidth stays the same.
 
     >>> nccl_nics(16, 8, "roce", "2.21.5")[0], nccl_nics(16, 8, "roce", "2.19.3")[0]
     (8, 16)
     >>> nccl_nics(32, 8, "efa", "2.30.7")[0], nccl_nics(4, 8, "efa", "2.23.4")[0]
     (8, 4)
+    >>> nccl_nics(32, 8, "efa", "2.30.7", "SENDRECV")[0]
+    32
     """
     if nics <= gpus_per_node or nics % gpus_per_node or gpus_per_node < 1:
         return nics, ""
     per = nics // gpus_per_node
-    if net == "efa":
+    if net == "efa" and protocol != "SENDRECV":
         return gpus_per_node, (f"aws-ofi-nccl groups the {per} EFA NICs of a GPU into one "
                                "device (nccl_ofi_rdma.cpp:410-413)")
     if net in ("ib", "roce") and (parse_version(version) or (99, 0, 0)) >= (2, 20, 0):

@@ -327,8 +327,9 @@ EXPECTED = [
      and any(a.endswith("embed_horovod.txt") for a in cmd)),
     ("issue 24 item 5: collective --measured names its error column by its formula, "
      "(pred-meas)/meas (its predictions also moved with issue 23's timed pick; round 9 caps "
-     "the CSCS GH200 run's 64 and 128 MiB bands at the line rate, -23% to +13% and +9%, and "
-     "its refit moves its times by 0.1% at most)",
+     "the CSCS GH200 run's bands from 16 MiB at the line rate, +37% to +21%, widens them by "
+     "ofi's own tables' errors, and its refit, with the Slingshot table of round 9, moves its "
+     "1-4 MiB times by up to 50%)",
      lambda cmd: cmd[0] == "collective" and "--measured" in cmd),
     ("issue 24 item 1: a trace fit that fails says so without naming calibrate's options "
      "(--max-size, --iters), which plan-buckets does not have",

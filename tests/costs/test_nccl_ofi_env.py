@@ -10,6 +10,7 @@ import pytest
 from conftest import assert_error, run
 from tracecli.costs.nccl.forced import restrict
 from tracecli.costs.nccl.model import NcclModel
+from tracecli.costs.nccl.timing import launch_us
 from tracecli.costs.nccl.ofi_env import chunking, plugin_env
 from tracecli.costs.nccl.pipeline import chunk_bytes, fill_bytes, first_chunk
 from tracecli.errors import CostModelError
@@ -81,14 +82,35 @@ def test_the_fill_of_a_p5_run_is_its_512_kib_chunks():
 
 @pytest.mark.parametrize("env, says", [
     ({"NCCL_NVLS_CHUNKSIZE": "1000"}, "a power of two from 16384"),
-    ({"NCCL_NVLS_CHUNKSIZE": "lots"}, "whole number"),
+    ({"NCCL_NVLS_CHUNKSIZE": "lots"}, "a power of two from 16384"),
+    ({"NCCL_NVLS_CHUNKSIZE": ""}, "16384, 32768"),
+    ({"NCCL_NVLS_CHUNKSIZE": "512K"}, "16384, 32768"),
     ({"NCCL_NVLSTREE_MAX_CHUNKSIZE": "-1"}, "(or -2, unset)"),
     ({"OFI_NCCL_PROTOCOL": "tcp"}, "use one of RDMA, SENDRECV"),
 ])
 def test_bad_values_are_refused(env, says):
     with pytest.raises(CostModelError) as e:
         restrict(NcclModel.for_platform("aws-p5", 2, "2.22.3"), env)
-    assert says in str(e.value)
+    assert says in str(e.value) and "\n" not in str(e.value)
+
+
+def test_the_protocol_is_refused_where_no_efa_runs_even_on_one_node():
+    # one node of an InfiniBand platform names its network as surely as two do
+    for nodes in (1, 2):
+        with pytest.raises(CostModelError, match="not on ib"):
+            restrict(NcclModel.for_platform("dgx-h100", nodes, "2.22.3"),
+                     {"OFI_NCCL_PROTOCOL": "RDMA"})
+    restrict(NcclModel.for_platform("aws-p5", 1, "2.22.3"), {"OFI_NCCL_PROTOCOL": "RDMA"})
+
+
+def test_a_thread_driving_several_gpus_launches_beyond_the_line_rate():
+    # -g N: the kernels' launches come before any byte moves, so a line-bound collective
+    # still pays them (timing.launch_us)
+    m = NcclModel.for_topology("h100", 2, 8, True, 100.0, 1, "2.30.7", "socket")
+    n = 1 << 30
+    line = m.timed_us(K.ALL_REDUCE, n)
+    launch = launch_us(m.time_params()[0], 8)
+    assert launch > 0 and m.timed_us(K.ALL_REDUCE, n, 8) == pytest.approx(line + launch)
 
 
 def test_a_release_that_does_not_read_a_setting_refuses_it():

@@ -583,4 +583,4 @@ def test_a_band_takes_in_how_far_the_constants_miss_their_own_tables():
     assert f"ofi's own {len(errs)} sizes under the constants fitted on them" in b.basis
     text = " ".join(run("collective", "allreduce", "--platform", "cscs-alps-gh200", "--nodes",
                         "2", "--sizes", "8").stdout.split())
-    assert "widened where its constants miss its own tables by more" in text
+    assert "widened where the constants miss their own class's tables by more" in text

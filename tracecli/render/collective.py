@@ -62,6 +62,8 @@ def collective_view(op: str, model, rows, measured: Optional[str] = None) -> Gro
                 f"public nccl-tests tables); NCCL us: NCCL's own model time{key}; "
                 "error band: (predicted - measured) / measured on tables the constants were not "
                 "fitted on" + (f" ({basis.split(':')[0]})" if basis else "")
+                + (", widened where the constants miss their own class's tables by more"
+                   if basis and t.nodes > 1 else "")
                 + _borrowed(rows, model) + _at_line(op, rows, model)
                 + ("; error = (predicted - measured) / measured" if measured else ""))
     return Group(head, shown, foot)
@@ -74,8 +76,7 @@ def _borrowed(rows, model) -> str:
     if not one_cluster(cls) or not any(r.band is not None for r in rows):
         return ""
     return (f"; {cls} was measured by one cluster's tables, which no other cluster of it "
-            "checks: its bands are those of the classes held out against their own, "
-            "widened where its constants miss its own tables by more")
+            "checks: its bands are those of the classes held out against their own")
 
 
 def _at_line(op: str, rows, model) -> str:

@@ -225,7 +225,8 @@ def restrict(model, env: Mapping[str, str]):
     enables(env, model.version, model.topology.nodes)  # refuses what NCCL would not read
     check_env(env, model.version, model.name.removeprefix("nccl:"))
     channel_bounds(env)
-    ofi_env.check_env(env, model.version, model.link_net, model.topology.nodes)
+    ofi_env.check_env(env, model.version, model.link_net, model.topology.nodes,
+                      ofi_env.platform_net(model))
     model = ofi_env.regraph(model, ofi_env.protocol(env))
     nvls = model.nvls
     if "NCCL_NVLS_ENABLE" in env:

@@ -216,13 +216,13 @@ class NcclModel:
         # plugin's reported latency is a knob for NCCL's choice (aws-ofi-nccl chose 75 us
         # because "NCCL's internal tuner choices work better with this value",
         # platform-aws.cpp:774-780), so the time model's latency term leaves it out
-        _, table, start, ring_gbps, _ = self._sized()
+        _, table, start, ring_gbps, chunks = self._sized()
         lat, bw = algo_terms(table, self._func(kind), ALGOS.index(a), PROTOS.index(p), charged)
         used = channels(self, kind, a, p, charged, start) or channels_used(
             a, p, charged, start, table.comm.n_ranks, ring_gbps)
         nvls = a in ("NVLS", "NVLSTree")
         fill = fill_bytes(a, charged, self.compcap, self.topology.nodes, self.nvls.n_channels,
-                          self.version, self.nvls, self._sized()[4]) \
+                          self.version, self.nvls, chunks) \
             if nvls and self.nvls is not None else 0
         per = 0.0 if params is None else params.bw + (params.ring_net if a == "Ring" else 0.0)
         scale = channel_scale(self.link_net, a, start, 2 * self.ring.n_channels,
@@ -271,9 +271,13 @@ class NcclModel:
         if hit is None:  # nothing fitted: NCCL's own time
             return self.pick(kind, charged)[2]
         feats = self.features(kind, charged, hit[0])
-        t = time_us(hit[0], feats) + launch_us(hit[0], gpus_per_thread) if feats[0] else 0.0
-        # never faster than the bytes can cross a node's NICs (wire.py)
-        return max(t, line_rate_us(self._func(kind), charged, self.topology.nodes, self.nic_gbps))
+        if not feats[0]:
+            return 0.0
+        # never faster than the bytes can cross a node's NICs (wire.py); a thread driving
+        # several GPUs launches their kernels before any byte moves (timing.launch_us)
+        return max(time_us(hit[0], feats), line_rate_us(
+            self._func(kind), charged, self.topology.nodes, self.nic_gbps)) \
+            + launch_us(hit[0], gpus_per_thread)
 
     def time_ms(self, kind: CollectiveKind, nbytes: float, queued: bool = False) -> float:
         ms = self._cache.get((kind, nbytes, "ms"))  # timelines ask for every bucket: one lookup

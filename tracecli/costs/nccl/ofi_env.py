@@ -19,7 +19,11 @@ what NCCL does with the chunk settings).
   (:func:`.pipeline.first_chunk`). They apply on a ``--platform`` whose network is EFA, at any
   node count (NCCL loads its net plugin at init), and on hardware given by flags over
   ``--net efa`` on several nodes, read as the instance it matches (``transports.efa_class``:
-  a NIC a GPU, p5's; fewer, p4d's).
+  a NIC a GPU, p5's; fewer, p4d's). The table is aws-ofi-nccl 1.16's, the release whose tuner
+  tracecli reads (:mod:`.ofi_tuner`): ``NCCL_BUFFSIZE`` entered it in v1.16.0 (earlier plugins
+  leave NCCL's 4 MiB), which moves only NCCL 2.18-2.20's NVLSTree chunk, where it starts from
+  the buffer's step, and there only beyond 1 GiB (a collective of 64 MiB-1 GiB runs the same
+  chunk, shrunk, under either buffer).
 - **``OFI_NCCL_PROTOCOL``** (:func:`protocol`): ``SENDRECV`` or ``RDMA`` (``strcasecmp``,
   v1.16.3 src/nccl_ofi_net.cpp:203-223; another name fails plugin init, :219-221) overrides
   the platform's ``default_protocol``, which the plugin sets only where the user did not
@@ -42,17 +46,19 @@ from typing import Mapping, Optional
 
 from ...errors import CostModelError
 from .platforms import PLATFORMS
-from .transports import efa_class, nccl_nics
+from .transports import EFA_CLASSES, efa_class, nccl_nics
 from .versions import parse_version
 
-__all__ = ["plugin_env", "chunking", "protocol", "check_env", "regraph", "VARS", "PROTOCOLS",
+__all__ = ["plugin_env", "platform_net", "chunking", "protocol", "check_env", "regraph", "VARS", "PROTOCOLS",
            "CHUNK_CHOICES"]
 
 _P4 = (("NCCL_BUFFSIZE", "8388608"),)
 _P5 = _P4 + (("NCCL_NVLSTREE_MAX_CHUNKSIZE", "524288"), ("NCCL_NVLS_CHUNKSIZE", "524288"))
-PLATFORM_ENV = {"aws-p4d": _P4, "aws-p4de": _P4, "aws-p5": _P5, "aws-p5e": _P5,
-                "aws-p5en": _P5, "aws-p6-b200": _P5}
-CLASS_ENV = {"efa-sendrecv": _P4, "efa-rdma": _P5}  # hardware flags: the instance they match
+# the platform table's settings go with its default protocol: its SENDRECV instance types (p4d,
+# p4de) set the buffer, its RDMA ones (p5 and later) the NVLS chunks too; a platform's
+# ``protocol``, hardware flags' the instance they match (transports.efa_class)
+PROTOCOL_ENV = {"SENDRECV": _P4, "RDMA": _P5}
+CLASS_ENV = {EFA_CLASSES[p]: env for p, env in PROTOCOL_ENV.items()}
 PROTOCOLS = ("RDMA", "SENDRECV")
 # the release that first reads each chunk setting (pipeline.py)
 CHUNK_FROM = {"NCCL_NVLS_CHUNKSIZE": (2, 21), "NCCL_NVLSTREE_MAX_CHUNKSIZE": (2, 20)}
@@ -60,12 +66,18 @@ CHUNK_CHOICES = tuple(1 << k for k in range(14, 25))  # 16 KiB to 16 MiB, powers
 VARS = tuple(CHUNK_FROM) + ("OFI_NCCL_PROTOCOL",)
 
 
+def platform_net(model) -> Optional[str]:
+    """The network ``model``'s job names: its own ``net``, else its platform's (``None``: none)."""
+    platform = PLATFORMS.get(model.name.removeprefix("nccl:"))
+    return model.net or (platform.net if platform is not None else None)
+
+
 def plugin_env(model) -> dict[str, str]:
     """The settings aws-ofi-nccl adds to NCCL's environment for ``model``'s job (see the
     module), those the job sets itself left out (the job's win)."""
     platform = PLATFORMS.get(model.name.removeprefix("nccl:"))
     if platform is not None and platform.net == "efa" and model.net in (None, "efa"):
-        added = PLATFORM_ENV.get(platform.name, ())
+        added = PROTOCOL_ENV.get(platform.protocol or "", ())
     elif platform is None and model.link_net == "efa":
         added = CLASS_ENV[efa_class(None, model.nics or 0, model.topology.gpus_per_node)]
     else:
@@ -90,9 +102,11 @@ def protocol(env: Mapping[str, str]) -> Optional[str]:
     return None if value is None else value.upper()
 
 
-def check_env(env: Mapping[str, str], version: str, net: Optional[str], nodes: int) -> None:
+def check_env(env: Mapping[str, str], version: str, net: Optional[str], nodes: int,
+              platform_net: Optional[str] = None) -> None:
     """Refuse chunk settings NCCL ``version`` does not read or tracecli does not model, and an
-    ``OFI_NCCL_PROTOCOL`` aws-ofi-nccl would fail on, or on a network it does not run."""
+    ``OFI_NCCL_PROTOCOL`` aws-ofi-nccl would fail on, or on a network it does not run (on one
+    node: a platform's, ``platform_net``, where it names one other than EFA)."""
     from .forced import _number
 
     release = (parse_version(version) or (0, 0, 0))[:2]
@@ -102,20 +116,24 @@ def check_env(env: Mapping[str, str], version: str, net: Optional[str], nodes: i
         if release < since:
             raise CostModelError(f"{var}: NCCL {version} does not read it (from "
                                  f"{since[0]}.{since[1]}; pipeline.py); leave it out")
-        value = _number(var, env[var])
-        if value not in CHUNK_CHOICES and not (value == -2 and var.startswith("NCCL_NVLSTREE")):
+        unset = var.startswith("NCCL_NVLSTREE")  # -2: NCCL's own mark of unset
+        try:
+            value = _number(var, env[var])
+        except CostModelError:
+            value = None
+        if value not in CHUNK_CHOICES and not (value == -2 and unset):
             raise CostModelError(f"{var}={env[var]}: tracecli models a power of two from "
                                  f"{CHUNK_CHOICES[0]} to {CHUNK_CHOICES[-1]} bytes"
-                                 + (" (or -2, unset)" if var.startswith("NCCL_NVLSTREE") else "")
+                                 + (" (or -2, unset)" if unset else "")
                                  + ": " + ", ".join(map(str, CHUNK_CHOICES)))
     if "OFI_NCCL_PROTOCOL" in env:
         if protocol(env) not in PROTOCOLS:
             raise CostModelError(f"OFI_NCCL_PROTOCOL={env['OFI_NCCL_PROTOCOL']}: aws-ofi-nccl "
                                  "fails plugin init (\"Unable to find plugin protocol\"); use "
                                  "one of " + ", ".join(PROTOCOLS))
-        if nodes > 1 and net != "efa":
+        if net != "efa" and (nodes > 1 or platform_net not in (None, "efa")):
             raise CostModelError(f"OFI_NCCL_PROTOCOL: tracecli models aws-ofi-nccl's protocols on "
-                                 f"EFA (--net efa), not on {net}; leave it out")
+                                 f"EFA (--net efa), not on {net or platform_net}; leave it out")
 
 
 def regraph(model, chosen: Optional[str]):

@@ -76,7 +76,7 @@ def sweep(model: NcclModel, op: str, sizes: Sequence[int], run=None) -> list[Swe
         m = measured.get(n)
         err = 100.0 * (us - m) / m if m else None
         rows.append(SweepRow(n, us, algo, proto, algbw, algbw * bus_factor(op, ranks), nccl,
-                             model.error_charged(kind, n), m, err))
+                             model.error_charged(kind, n, us), m, err))
     return rows
 
 

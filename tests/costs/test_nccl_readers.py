@@ -85,3 +85,84 @@ def test_nccl_log_bad_input():
         parse_nccl_log("h [0] NCCL INFO Pattern 4, crossNic 0, nChannels 999, bw 20.0/20.0, "
                        "type NVL/PIX, sameChannels 1\n", "x.log")
     assert e.value.line == 1 and "nChannels" in e.value.message
+
+
+# nccl-tests' layouts, printed with its own printf formats (NVIDIA/nccl-tests): the header of
+# src/util.cu:756-760 (v2.19.6, per-iteration 745-754, timestamp 740-742), the old per-test
+# headers of src/all_reduce.cu and src/all_gather.cu:11-14 (cbe7f65), a row's preamble
+# util.cu:writeBenchmarkLinePreamble and body writeBenchmarkLineBody / writePerIterReport.
+def _hdr(words, units):
+    return "# " + "  ".join(f"{w:>{n}}" for w, n in words) + "\n# " + "  ".join(
+        f"{u:>{n}}" for u, (_, n) in zip(units, words))
+
+
+def _table(header, rows):
+    return ("# nThread 1 nGpus 1 minBytes 8 maxBytes 16 step: 2(factor) warmup iters: 5 iters: 20\n"
+            "#\n" + header + "\n" + "\n".join(rows) + "\n# Out of bounds values : 0 OK\n"
+            "# Avg bus bandwidth    : 0.01 \n#\n")
+
+
+NEW = [("size", 10), ("count", 12), ("type", 8), ("redop", 6), ("root", 6)]
+GROUP = [("time", 7), ("algbw", 6), ("busbw", 6), ("#wrong", 6)]
+ITER = [("i_min", 7), ("i_max", 7), ("i_p99", 7), ("i_cv%", 7)]
+
+
+def _pre(size, count, typ="float", op="sum", root=-1):
+    return "%12li  %12li  %8s  %6s  %6s" % (size, count, typ, op, "%6i" % root)
+
+
+def _body(us, wrong=0):
+    return "  %7s  %6s  %6s  %6g" % (f"{us:.2f}", "0.00", "0.00", wrong)
+
+
+def test_per_iteration_report_reads_the_group_times():
+    head = _hdr(NEW + GROUP + ITER + GROUP + ITER, ["(B)", "(elements)", "", "", "",
+                "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(us)", "(us)", "(%)"] * 1
+                + ["(us)", "(GB/s)", "(GB/s)", "", "(us)", "(us)", "(us)", "(%)"])
+    it = "  %7s  %7s  %7s  %7s" % ("30.10", "99.50", "95.00", "12.5")
+    r = parse_nccl_tests(_table(head, [_pre(8, 2) + _body(31.25) + it + _body(33.5) + it,
+                                       _pre(16, 4) + _body(32.0) + it + _body(34.75, 0) + it]))
+    assert [(x.bytes, x.time_us, x.inplace_time_us) for x in r.rows] == [(8, 31.25, 33.5),
+                                                                          (16, 32.0, 34.75)]
+    bad = _table(head, [_pre(8, 2) + _body(31.25) + it + _body(33.5, 7) + it])
+    assert "#wrong is 7" in _bad(bad).message  # the in-place group's #wrong, not i_cv%
+
+
+def test_timestamp_suffix_reads():
+    head = _hdr(NEW + GROUP + GROUP + [("timestamp", 19)], [""] * 14)
+    r = parse_nccl_tests(_table(head, [_pre(8, 2) + _body(20.5) + _body(21.0)
+                                       + "%21s" % "2025-10-28 09:15:02"]))
+    assert (r.rows[0].time_us, r.rows[0].inplace_time_us) == (20.5, 21.0)
+
+
+def test_old_headers_without_root_read():
+    old = [("time", 7), ("algbw", 6), ("busbw", 6), ("error", 5)]
+    body = lambda us: "  %7s  %6.2f  %6.2f  %5.0le" % (f"{us:.2f}", 0.0, 0.0, 0.0)  # noqa: E731
+    ar = _hdr([("size", 10), ("count", 12), ("type", 6), ("redop", 6)] + old + old, [""] * 12)
+    r = parse_nccl_tests(_table(ar, ["%12li  %12li  %6s  %6s" % (8, 2, "float", "sum")
+                                     + body(40.5) + body(41.0)]))
+    assert (r.rows[0].bytes, r.rows[0].dtype, r.rows[0].time_us, r.rows[0].inplace_time_us) \
+        == (8, "float", 40.5, 41.0)
+    ag = _hdr([("size", 10), ("count", 12), ("type", 6)] + old + old, [""] * 11)
+    r = parse_nccl_tests(_table(ag, ["%12li  %12li  %6s" % (16, 2, "float") + body(12.25)
+                                     + body(12.5)]))
+    assert (r.rows[0].time_us, r.rows[0].inplace_time_us) == (12.25, 12.5)
+    cut = _table(ag, ["%12li  %12li  %6s" % (16, 2, "float") + body(12.25)])
+    assert "row has 7 columns, not 11" in _bad(cut).message
+
+
+def test_cpu_time_columns_are_refused():
+    cpu = [("cputime", 7)] + GROUP[1:]
+    head = _hdr(NEW + cpu + cpu, [""] * 13)
+    e = _bad(_table(head, [_pre(8, 2) + _body(20.5) + _body(21.0)]))
+    assert e.line == 3 and "CPU time" in e.message and "-C" in e.message
+
+
+def test_a_header_nccl_tests_never_prints_is_refused():
+    head = _hdr(NEW + [("time", 7), ("busbw", 6), ("algbw", 6), ("#wrong", 6)] + GROUP, [""] * 13)
+    assert "does not print" in _bad(_table(head, [_pre(8, 2) + _body(1) + _body(1)])).message
+
+
+def test_json_output_is_named():
+    e = _bad('\n{"version": 1, "config": {"nthreads": 1, "ngpus": 1}}\n')
+    assert e.line == 2 and "JSON" in e.message and "-J" in e.message

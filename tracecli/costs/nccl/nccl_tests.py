@@ -8,10 +8,20 @@ skipped.
 The ``# nThread T nGpus G`` line (nccl-tests src/util.cu:625) gives ``gpus_per_thread``: the G
 GPUs one thread drove (``-g G``, default 1), whose kernels it launches one after another.
 
+The columns are read where the header names them (:class:`Layout`), so every layout
+nccl-tests has printed reads: the one of 2021-2026 (``size count type redop root time algbw
+busbw #wrong`` twice, src/common.cu from 1ae8cdc, src/util.cu:756-758 at v2.19.6), the older
+per-test headers without ``root`` (all_gather_perf: no ``redop`` either) and with ``error`` for
+``#wrong`` (src/all_reduce.cu:11-14 at cbe7f65, 2019), the per-iteration report (``-I``:
+``i_min i_max i_p99 i_cv%`` after each group, util.cu:745-754, 2026) and the timestamp suffix
+(``timestamp``: two more words a row, util.cu:740-742, 2025).
+
 Refused, each as :class:`~tracecli.errors.CalibrationError` at its ``path:line``: a file with
-no nccl-tests header (not nccl-tests output), a row that is cut or has a unit in a number (mixed
-units), a row with ``#wrong`` above 0 (the run computed wrong results), only in-place columns
-(tracecli reads the out-of-place time), an ``nGpus`` that is not a whole number from 1 to 1024,
+no nccl-tests header (not nccl-tests output; its JSON file, ``-J``, said so), a header whose time columns are CPU time
+(``cputime``, nccl-tests ``-C 1``: not the collective's time), a row that is cut or has a unit
+in a number (mixed units), a row with ``#wrong`` above 0 (the run computed wrong results), only
+in-place columns (tracecli reads the out-of-place time), an ``nGpus`` that is not a whole
+number from 1 to 1024,
 a test of another collective than the one asked for,
 and output that stops before nccl-tests' closing ``# Avg bus bandwidth`` line (truncated).
 Every number is checked for type, finiteness and range where it is read.
@@ -28,7 +38,7 @@ from ...errors import CalibrationError, excerpt
 from ...inputfile import open_input
 from ..collectives import NAMES
 
-__all__ = ["NcclTestsRow", "NcclTests", "parse_nccl_tests", "read_nccl_tests", "BINARIES"]
+__all__ = ["NcclTestsRow", "NcclTests", "Layout", "parse_nccl_tests", "read_nccl_tests", "BINARIES"]
 
 BINARIES = {names.op: names.binary for names in NAMES.values()}
 MAX_BYTES = 1 << 50
@@ -40,6 +50,35 @@ _STARTING = re.compile(r"#\s*Collective test starting:\s*(\w+)")
 _RANK = re.compile(r"^#\s+Rank\s+\d+\s+Group")
 _THREADS = re.compile(r"^#\s*nThread\s+(\S+)\s+nGpus\s+(\S+)")
 MAX_GPUS_PER_THREAD = 1024
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a row's values are, as its header names them: the word indices of ``type`` and of
+    each group's ``time`` (``algbw``, ``busbw`` and ``#wrong``/``error`` follow it), and how many
+    words a row has at least."""
+
+    dtype: int
+    times: tuple[int, ...]
+    words: int
+
+    @classmethod
+    def of(cls, path: str, no: int, words: list[str]) -> "Layout":
+        """The layout of header ``words`` (``size count type ...``, ``#`` removed)."""
+        if "cputime" in words:
+            raise CalibrationError("the time columns are CPU time (nccl-tests -C 1), not the "
+                                   "collective's: rerun without -C", path=path, line=no)
+        times = tuple(i for i, w in enumerate(words) if w == "time")
+        for t in times:
+            if words[t + 1:t + 3] != ["algbw", "busbw"] or t + 3 >= len(words) \
+                    or words[t + 3] not in ("#wrong", "error"):
+                raise CalibrationError("a header nccl-tests does not print ('time' not followed "
+                                       "by 'algbw busbw #wrong'); pass its output unchanged",
+                                       path=path, line=no)
+        if "type" not in words:
+            raise CalibrationError("a header with no 'type' column; pass nccl-tests' output "
+                                   "unchanged", path=path, line=no)
+        return cls(words.index("type"), times, max(times, default=0) + 4)
 
 
 @dataclass(frozen=True)
@@ -83,12 +122,17 @@ def _num(path: str, no: int, text: str, what: str, lo: float, hi: float) -> floa
 def parse_nccl_tests(text: str, path: str = "<nccl-tests>", collective: Optional[str] = None) -> NcclTests:
     """Rows of nccl-tests output; ``collective`` (``allreduce`` ...): the test it must be."""
     binary, ranks, header, groups, closed, per_thread = None, 0, None, 0, False, 1
+    layout = Layout(2, (), 0)
     rows: list[NcclTestsRow] = []
     first = 0
     for no, raw in enumerate(text.splitlines(), 1):
         line = _PREFIX.sub("", raw).strip()
         if not line or "NCCL INFO" in line or "NCCL WARN" in line:
             continue
+        if not first and line.startswith(("{", "[")):
+            raise CalibrationError("JSON, not nccl-tests' printed output (its -J file is not "
+                                   "read): pass the stdout of all_reduce_perf or a sibling test",
+                                   path=path, line=no)
         first = first or no
         if m := _STARTING.search(line):
             binary = m.group(1)
@@ -104,9 +148,10 @@ def parse_nccl_tests(text: str, path: str = "<nccl-tests>", collective: Optional
             continue
         if line.startswith("#"):
             words = line.lstrip("#").split()
-            if words[:2] == ["size", "count"] and "time" in words:
+            if words[:2] == ["size", "count"] and ("time" in words or "cputime" in words):
                 header = no
-                groups = words.count("time")
+                layout = Layout.of(path, no, words)
+                groups = len(layout.times)
             elif "out-of-place" not in line and "in-place" in line and header is None:
                 groups = -1  # an in-place-only label above the header
             elif line.startswith("# Avg bus bandwidth"):
@@ -121,19 +166,22 @@ def parse_nccl_tests(text: str, path: str = "<nccl-tests>", collective: Optional
                                    "reads the out-of-place time: run nccl-tests with its default "
                                    "out-of-place and in-place columns", path=path, line=header)
         cols = line.split()
-        if len(cols) < 13:
-            raise CalibrationError(f"row has {len(cols)} columns, not 13: the output is "
-                                   "cut; pass the whole output", path=path, line=no)
-        _check_wrong(path, no, cols[8])
-        _check_wrong(path, no, cols[12])
+        if len(cols) < layout.words:
+            raise CalibrationError(f"row has {len(cols)} columns, not {layout.words}: the "
+                                   "output is cut; pass the whole output", path=path, line=no)
+        out, inplace = layout.times[:2]
+        _check_wrong(path, no, cols[out + 3])
+        _check_wrong(path, no, cols[inplace + 3])
         size = int(_num(path, no, cols[0], "size", 0, MAX_BYTES))
         count = int(_num(path, no, cols[1], "count", 0, MAX_BYTES))
-        _check_size(path, no, size, count, cols[2])
+        dtype = cols[layout.dtype]
+        _check_size(path, no, size, count, dtype)
         rows.append(NcclTestsRow(
-            size, count, cols[2],
-            _num(path, no, cols[5], "time", MIN_US, MAX_US),
-            _num(path, no, cols[6], "algbw", 0.0, 1e6), _num(path, no, cols[7], "busbw", 0.0, 1e6),
-            _num(path, no, cols[9], "in-place time", MIN_US, MAX_US), no))
+            size, count, dtype,
+            _num(path, no, cols[out], "time", MIN_US, MAX_US),
+            _num(path, no, cols[out + 1], "algbw", 0.0, 1e6),
+            _num(path, no, cols[out + 2], "busbw", 0.0, 1e6),
+            _num(path, no, cols[inplace], "in-place time", MIN_US, MAX_US), no))
     if header is None:
         raise CalibrationError("not nccl-tests output: no '#  size  count  "
                                "type ... time  algbw  busbw' header; pass the stdout of all_reduce_perf", path=path, line=first or None)

@@ -166,3 +166,10 @@ def test_a_header_nccl_tests_never_prints_is_refused():
 def test_json_output_is_named():
     e = _bad('\n{"version": 1, "config": {"nthreads": 1, "ngpus": 1}}\n')
     assert e.line == 2 and "JSON" in e.message and "-J" in e.message
+
+
+def test_slurm_labels_are_skipped():
+    labelled = "\n".join(("  0: " + line) if line else line for line in GOOD.splitlines())
+    r = parse_nccl_tests(labelled)
+    assert [(x.bytes, x.time_us) for x in r.rows] == [(x.bytes, x.time_us) for x in
+                                                       parse_nccl_tests(GOOD).rows]

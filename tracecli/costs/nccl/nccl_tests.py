@@ -2,8 +2,8 @@
 ``broadcast_perf``): per size, the out-of-place time, algbw and busbw NVIDIA/nccl-tests prints
 (src/common.cu: the ``#       size         count      type   redop    root     time   algbw
 busbw #wrong ...`` header and one row per size; older releases print ``error`` in place of
-``#wrong``). MPI prefixes (``[0] ``, ``...<stdout>:``) and interleaved ``NCCL INFO`` lines are
-skipped.
+``#wrong``). MPI prefixes (``[0] ``, ``...<stdout>:``), Slurm's ``srun -l`` labels (``0: ``)
+and interleaved ``NCCL INFO`` lines are skipped.
 
 The ``# nThread T nGpus G`` line (nccl-tests src/util.cu:625) gives ``gpus_per_thread``: the G
 GPUs one thread drove (``-g G``, default 1), whose kernels it launches one after another.
@@ -45,7 +45,7 @@ MAX_BYTES = 1 << 50
 MAX_FILE_BYTES = 64 << 20  # nccl-tests output of every size of every collective is kilobytes
 MAX_US = 1e10
 MIN_US = 0.01  # nccl-tests prints times to 0.01 us; a collective takes some time
-_PREFIX = re.compile(r"^(?:\[\d+\]\s?|.*<stdout>:)")
+_PREFIX = re.compile(r"^(?:\[\d+\]\s?|.*<stdout>:|\s*\d+: )")  # mpirun; Slurm's srun -l
 _STARTING = re.compile(r"#\s*Collective test starting:\s*(\w+)")
 _RANK = re.compile(r"^#\s+Rank\s+\d+\s+Group")
 _THREADS = re.compile(r"^#\s*nThread\s+(\S+)\s+nGpus\s+(\S+)")

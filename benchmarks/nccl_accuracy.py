@@ -132,6 +132,25 @@ def bands(after, inside=None) -> dict[str, list[tuple]]:
     return {scope: rows for scope, rows in out.items() if rows}
 
 
+def scale() -> dict[str, int]:
+    """The scale the training tables measured: per transport class, its family and all
+    networks, the most nodes a table of several nodes ran on; ``local``, the most GPUs one
+    node's tables ran on. A topology beyond it is timed and banded by extrapolation
+    (``NcclModel.beyond_scale``)."""
+    from tracecli.costs.nccl.transports import family
+
+    out: dict[str, int] = {}
+    for t in TABLES:
+        m = t.nccl()
+        if t.multi_node:
+            cls = m.time_class
+            for key in (cls, family(cls), "network"):
+                out[key] = max(out.get(key, 0), m.topology.nodes)
+        else:
+            out["local"] = max(out.get("local", 0), m.topology.gpus_per_node)
+    return dict(sorted(out.items()))
+
+
 def write(path: Path = OUT) -> str:
     pts, _ = points()
     fitted = fit(pts)
@@ -149,7 +168,9 @@ def write(path: Path = OUT) -> str:
                      f"{p.bw_nvls_sm100!r}, {p.launch!r}, {p.lat_nvls!r}, {p.fill!r}, {p.chan!r}, "
                      f"{p.ring_net!r}),")
     lines += ["}", "", "# scope -> (lo bytes, hi bytes or None, p10 error, p90 error, points, tables)",
-              "ERROR_BANDS = " + repr(bands(held_out())), ""]
+              "ERROR_BANDS = " + repr(bands(held_out())), "",
+              "# class -> the most nodes its tables ran on (local: the most GPUs on one node)",
+              "SCALE = " + repr(scale()), ""]
     text = "\n".join(lines)
     path.write_text(text)
     return text

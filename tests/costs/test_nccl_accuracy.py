@@ -101,3 +101,28 @@ def test_one_node_nvlink_b300():
     for n in (2 << 30, 4 << 30, 8 << 30):
         assert 1.10 <= ratio[n] <= 1.20
         assert abs(ratio[n] - rows[n][0] / nvls_bus) < 0.03
+
+
+def test_a_topology_larger_than_every_training_table_says_it_is_extrapolated():
+    from tracecli.costs.nccl import fitted
+    from nccl_training import TABLES
+
+    # the scale the tables measured, counted here from the training set itself
+    most = max(t.nccl().topology.nodes for t in TABLES if t.multi_node
+               and t.nccl().time_class == "ib")
+    one_node = max(t.nccl().topology.gpus_per_node for t in TABLES if not t.multi_node)
+    assert fitted.SCALE["ib"] == most and fitted.SCALE["local"] == one_node
+    within = NcclModel.for_platform("dgx-h100", most)
+    beyond = NcclModel.for_platform("dgx-h100", 128)
+    assert within.beyond_scale() is None and "extrapolated" not in within.summary()
+    assert within.describe()["time_model"]["scale"] == {"measured_max": most, "unit": "nodes",
+                                                         "beyond": False}
+    note = beyond.beyond_scale()
+    assert note == (f"no ib table measured more than {most} nodes: at 128 the time and its band "
+                    "are extrapolated")
+    assert note in beyond.summary() and note in beyond.error(K.ALL_REDUCE, 4 << 20).basis
+    assert beyond.describe()["time_model"]["scale"]["beyond"] is True
+    big_node = NcclModel.for_topology("h100", 1, 16, True, nic_gbps=0, nics=0)
+    assert big_node.beyond_scale() == (f"no one-node table measured more than {one_node} GPUs: "
+                                       "at 16 the time and its band are extrapolated")
+    assert NcclModel.for_topology("h100", 1, 8, True, nic_gbps=0, nics=0).beyond_scale() is None

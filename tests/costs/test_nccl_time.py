@@ -49,6 +49,7 @@ def test_the_stored_constants_and_bands_are_a_refit_of_the_training_tables(held_
             assert a == pytest.approx(b, rel=1e-9, abs=1e-9), key
     assert nccl_accuracy.bands(held_out) == fitted.ERROR_BANDS
     assert fitted.TRAINING == tuple(t.name for t in TABLES)
+    assert nccl_accuracy.scale() == fitted.SCALE
 
 
 def test_a_held_out_table_is_predicted_without_its_own_measurements():

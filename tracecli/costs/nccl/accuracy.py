@@ -30,7 +30,8 @@ from typing import Optional
 from ...units import format_size
 from ..error import ErrorBand, ErrorTable
 
-__all__ = ["error_table", "one_cluster", "capped", "reaches_line"]
+__all__ = ["error_table", "one_cluster", "capped", "reaches_line", "beyond_scale", "scale_phrase",
+           "scale_note"]
 
 
 @lru_cache(maxsize=64)
@@ -120,3 +121,43 @@ def reaches_line(band: ErrorBand, predicted_us: float, line_us: float) -> bool:
     (False, False)
     """
     return line_us > 0 and predicted_us > 0 and band.high >= predicted_us / line_us - 1.0 - 1e-9
+
+
+def beyond_scale(used: str, nodes: int, gpus_per_node: int) -> Optional[tuple[int, str]]:
+    """``(the most the training tables measured, what it counts)`` where a topology timed with
+    class ``used``'s constants is larger than every table they were fitted on (``SCALE`` of
+    :mod:`.fitted`: the most nodes a class's tables ran on; on one node, the most GPUs), else
+    ``None``: its time and error band there are extrapolated, not checked.
+
+    >>> beyond_scale("ib", 2, 8), beyond_scale("ib", 128, 8), beyond_scale("local", 1, 16)
+    (None, (4, 'nodes'), (8, 'GPUs on one node'))
+    """
+    from .fitted import SCALE
+
+    if used == "local":
+        most = SCALE.get("local", 0)
+        return (most, "GPUs on one node") if gpus_per_node > most else None
+    most = SCALE.get(used) or SCALE.get("network", 0)
+    return (most, "nodes") if nodes > most else None
+
+
+def scale_phrase(used: str, beyond: tuple[int, str], nodes: int, gpus_per_node: int) -> str:
+    """What :func:`beyond_scale` found, in words for a band's basis and the model's line.
+
+    >>> scale_phrase("ib", (4, "nodes"), 128, 8)
+    'no ib table measured more than 4 nodes: at 128 the time and its band are extrapolated'
+    """
+    most, unit = beyond
+    at = nodes if unit == "nodes" else gpus_per_node
+    who = "one-node" if used == "local" else used
+    return (f"no {who} table measured more than {most} {unit.removesuffix(' on one node')}: "
+            f"at {at} the time and its band are extrapolated")
+
+
+def scale_note(model) -> Optional[str]:
+    """:func:`scale_phrase` of an ``NcclModel`` beyond its constants' tables, else ``None``
+    (one rank, nothing fitted, or within them)."""
+    hit, t = model.time_params(), model.topology
+    found = None if hit is None or model.gpus <= 1 else \
+        beyond_scale(hit[1], t.nodes, t.gpus_per_node)
+    return None if found is None else scale_phrase(hit[1], found, t.nodes, t.gpus_per_node)

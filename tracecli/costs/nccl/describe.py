@@ -62,5 +62,19 @@ def _timing(model: "NcclModel") -> dict[str, Any]:
              "source": model.graph_source}
     hit = model.time_params()
     timed = None if hit is None else {"class": hit[1], **{
-        k: v for k, v in hit[0].__dict__.items() if k != "launch"}}  # launch: training only
+        k: v for k, v in hit[0].__dict__.items() if k != "launch"},  # launch: training only
+        "scale": _scale(model, hit[1])}
     return {"graph": graph, "time_model": timed, "tuner": tuner_doc(model)}
+
+
+def _scale(model: "NcclModel", used: str) -> dict[str, Any]:
+    """The most nodes (one node: GPUs) the class's training tables ran on, and whether this
+    topology is beyond it (its times and bands extrapolated: accuracy.beyond_scale)."""
+    from .accuracy import beyond_scale
+    from .fitted import SCALE
+
+    unit = "gpus" if used == "local" else "nodes"
+    most = SCALE.get(used) or SCALE.get("local" if used == "local" else "network", 0)
+    t = model.topology
+    return {"measured_max": most, "unit": unit,
+            "beyond": beyond_scale(used, t.nodes, t.gpus_per_node) is not None}

@@ -40,7 +40,7 @@ from .platforms import PLATFORMS
 from .fit_time import resolve
 from .describe import description_of, topology_doc_of
 from .channels import model_channels
-from .forced import apply, no_algorithm, restrict
+from .forced import apply, no_algorithm
 from .ofi_tuner import channels, tuned
 from .pipeline import Chunking, fill_bytes
 from .ofi_env import chunking, protocol
@@ -340,11 +340,21 @@ class NcclModel:
         table = error_table("local" if self.link_net is None else "network", self.time_class,
                             hit[1])
         band = table.at(kind, charged) if table else None
+        if band is not None and self.beyond_scale():
+            band = ErrorBand(band.low, band.high, f"{band.basis}; {self.beyond_scale()}")
         line = line_rate_us(self._func(kind), charged, self.topology.nodes, self.nic_gbps)
         if band is None or line <= 0:
             return band
         return capped(band, self.timed_us(kind, charged) if predicted_us is None
                       else predicted_us, line)
+
+    def beyond_scale(self) -> Optional[str]:
+        """Where this topology is larger than every table its constants were fitted on
+        (:func:`.accuracy.beyond_scale`), that in words; else ``None``."""
+        if "beyond" not in self._cache:
+            from .accuracy import scale_note
+            self._cache["beyond"] = scale_note(self)
+        return self._cache["beyond"]
 
     def algorithm_protocol(self, kind: CollectiveKind, nbytes: float) -> Optional[tuple[str, str]]:
         """``(algorithm, protocol)`` NCCL picks for a bucket of ``nbytes`` (``None`` on one rank)."""
@@ -359,35 +369,10 @@ class NcclModel:
         return summary_of(self)
 
     def on(self, gpus: int) -> "NcclModel":
-        """The same node shape on ``gpus`` ranks (whole nodes; fewer than a node: one node)."""
-        g = self.topology.gpus_per_node
-        topo = Topology(1, gpus) if gpus < g else Topology(max(1, gpus // g), g)
-        if gpus >= g and gpus % g:
-            raise CostModelError(f"{gpus} GPUs do not fill nodes of {g}; pass a multiple of {g}")
-        # the graphs NCCL's search picks (ring, tree, NVLS) depend on the node count
-        p = PLATFORMS.get(self.name.removeprefix("nccl:"))
-        if self.graph_source == ESTIMATED and p is not None and self.intra != "nvlink" \
-                and (self.device, self.intra) == (p.gpu, "nvswitch" if p.nvswitch else "pcie") \
-                and self.nic_gbps in (None, p.nic_gbps) and self.nics in (None, p.nics):
-            return self._forced(replace(
-                NcclModel.for_platform(p.name, topo.nodes, self.version), topology=topo,
-                cpu=self.cpu, net=self.net, net_latency=self.net_latency if topo.nodes > 1 else None))
-        nic_gbps = self.nic_gbps or (p.nic_gbps if p else None)  # a platform's, on one node
-        nics = self.nics or (p.nics if p else None)
-        network = topo.nodes == 1 or (nic_gbps and nics)
-        if self.graph_source == ESTIMATED and self.device in GPUS and network:
-            m = NcclModel.for_topology(self.device, topo.nodes, topo.gpus_per_node,
-                                       self.intra == "nvswitch", nic_gbps or 0.0, nics or 0,
-                                       self.version, self.net or (p.net if p else None),
-                                       mesh=self.intra == "nvlink")
-            return self._forced(replace(m, name=self.name, cpu=self.cpu,
-                                        net_latency=self.net_latency if topo.nodes > 1 else None))
-        return replace(self, topology=topo)  # a log's graph: as NCCL printed it
-
-    def _forced(self, other: "NcclModel") -> "NcclModel":
-        """``other`` (this model at another scale) under this job's NCCL settings, checked
-        anew against its topology (channels.py bounds its own communicator's channels)."""
-        return restrict(other, dict(self.nccl_env)) if self.nccl_env else other
+        """The same node shape on ``gpus`` ranks (whole nodes; fewer than a node: one node):
+        :func:`.rescale.on_gpus`."""
+        from .rescale import on_gpus
+        return on_gpus(self, gpus)
 
     def describe(self) -> dict[str, Any]:
         """The model as a plan file keeps it (:mod:`.describe`)."""

@@ -59,6 +59,7 @@ def _timed(self: "NcclModel") -> str:
     net = f" over {self.link_net}" if self.link_net else ""
     ring = f" (ring x{p.bw + p.ring_net:.2f})" if self.link_net and p.ring_net else ""
     nvls = f" (NVLS x{p.lat_nvls:.2f})" if self.nvls is not None else ""
+    beyond = self.beyond_scale()
     return (f"timed{net} with constants fitted on public nccl-tests tables ({cls}: "
             f"{p.floor + p.net_floor:.0f} us floor, latency x{p.lat:.2f}{nvls}, "
-            f"bandwidth x{p.bw:.2f}{ring})")
+            f"bandwidth x{p.bw:.2f}{ring})" + (f"; {beyond}" if beyond else ""))

@@ -86,4 +86,43 @@ PLATFORMS = {p.name: p for p in (
     Platform("azure-nd-h100-v5", "h100", 8, True, 8, 3200.0,
              "Azure ND H100 v5: 8x H100 80GB on NVLink 4 / NVSwitch, 8x 400 Gb/s NDR "
              "InfiniBand (one per GPU, 3.2 Tb/s a VM)", "ib"),
+    # eight GPUs on NVLink at a GPU's full NVLink rate to any peer are the 8-GPU HGX board's
+    # NVSwitch (NVIDIA's NVSwitch platforms: HGX A100/H100/H200/B200 8-GPU baseboards, "NVIDIA
+    # NVSwitch", docs.nvidia.com/ai-enterprise/.../vgpu/features/nvswitch.html) where the cloud's
+    # page names NVLink, not the switch
+    Platform("azure-nd-h200-v5", "h200", 8, True, 8, 3200.0,
+             "Azure ND H200 v5 (Standard_ND96isr_H200_v5; Microsoft Learn \"ND-H200-v5 size "
+             "series\", learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/"
+             "nd-h200-v5-series): 8x H200 141GB on 900 GB/s NVLink (NVSwitch), each GPU its own "
+             "400 Gb/s NVIDIA Quantum-2 CX7 InfiniBand (3.2 Tb/s a VM), GPUDirect RDMA", "ib"),
+    Platform("azure-nd-a100-v4", "a100", 8, True, 8, 1600.0,
+             "Azure ND A100 v4 (Standard_ND96asr_v4; Microsoft Learn \"NDasrA100_v4 size "
+             "series\", learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/"
+             "ndasra100v4-series): 8x A100 40GB on NVLink 3.0 (NVSwitch), each GPU its own 200 "
+             "Gb/s Mellanox HDR InfiniBand (1.6 Tb/s a VM; the page's \"200 GB/s\" is Gb/s, "
+             "\"8 x 200 Gigabit HDR\" in its 2021 text), GPUDirect RDMA", "ib"),
+    Platform("azure-ndm-a100-v4", "a100", 8, True, 8, 1600.0,
+             "Azure NDm A100 v4 (Standard_ND96amsr_A100_v4; Microsoft Learn \"NDm_A100_v4 size "
+             "series\", learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/"
+             "ndma100v4-series): 8x A100 80GB on NVLink 3.0 (NVSwitch), each GPU its own 200 "
+             "Gb/s Mellanox HDR InfiniBand (1.6 Tb/s a VM), GPUDirect RDMA", "ib"),
+    Platform("gcp-a3ultra", "h200", 8, True, 8, 3200.0,
+             "Google Cloud a3-ultragpu-8g (A3 Ultra): 8x H200 141GB (NVSwitch), eight NVIDIA "
+             "ConnectX-7 GPU NICs, 3,200 Gbps for GPU-to-GPU traffic (Google Cloud \"Networking "
+             "and GPU machines\", cloud.google.com/compute/docs/gpus/gpu-network-bandwidth), "
+             "GPUDirect RDMA over RoCE v2 (MRDMA NICs, \"RDMA network profiles\", "
+             "cloud.google.com/vpc/docs/rdma-network-profiles) through Google's gIB NCCL "
+             "plugin", "roce"),
+    Platform("dgx-b200", "b200", 8, True, 8, 3200.0,
+             "NVIDIA DGX B200 User Guide, \"Introduction to NVIDIA DGX B200 Systems\" "
+             "(docs.nvidia.com/dgx/dgxb200-user-guide/introduction-to-dgxb200.html): 8x B200, "
+             "2 NVLink 5 NVSwitches, 4 OSFP ports for 8x single-port ConnectX-7, InfiniBand "
+             "(default) up to 400 Gb/s each, for the cluster (compute) network", "ib"),
+    Platform("dgx-h200", "h200", 8, True, 8, 3200.0,
+             "NVIDIA DGX BasePOD reference architecture, \"Core Components\" (docs.nvidia.com/"
+             "dgx-basepod/reference-architecture-infrastructure-foundation-enterprise-ai/latest/"
+             "core-components.html): DGX H200, 8x H200 (1,128 GB), 4 NVSwitch chips, 4 OSFP "
+             "ports serving 8x single-port ConnectX-7 VPI, up to 400 Gb/s InfiniBand/Ethernet; "
+             "\"Reference Architectures\" (same guide): eight compute connections a node at "
+             "NDR400 on the InfiniBand compute fabric", "ib"),
 )}

@@ -163,9 +163,61 @@ def test_a_header_nccl_tests_never_prints_is_refused():
     assert "does not print" in _bad(_table(head, [_pre(8, 2) + _body(1) + _body(1)])).message
 
 
-def test_json_output_is_named():
-    e = _bad('\n{"version": 1, "config": {"nthreads": 1, "ngpus": 1}}\n')
-    assert e.line == 2 and "JSON" in e.message and "-J" in e.message
+def _as_json(rows, binary="./build/broadcast_perf_mpi", processes=2, ngpus=1, **part):
+    """nccl-tests' -J file of ``rows`` as its writer lays it out: one line, its keys in its
+    order, doubles as ``%lf`` (src/util.cu at v2.19.6: jsonOutputInit, writeResultHeader's
+    config, the devices list, writeBenchmarkLinePreamble/Body, writeResultFooter)."""
+    def body(us, algbw, busbw, extra):
+        fields = {"time": f"{us:f}", "alg_bw": f"{algbw:f}", "bus_bw": f"{busbw:f}", "nwrong":
+                  "0.000000", **extra}
+        return "{" + ",".join(f'"{k}":{v}' for k, v in fields.items()) + "}"
+    res = ",".join(
+        '{"size":%d,"count":%d,"type":"float","redop":"none","root":"     0",'
+        '"out_of_place":%s,"in_place":%s,"actual_iterations":20,"experiment_name":""}'
+        % (r.bytes, r.count, body(r.time_us, r.algbw_gbps, r.busbw_gbps, part),
+           body(r.inplace_time_us, r.algbw_gbps, r.busbw_gbps, {})) for r in rows)
+    dev = ",".join('{"rank":%d,"group":0,"pid":%d,"hostname":"node%d","device":0,'
+                   '"device_hex":"0000:01:00","device_info":"NVIDIA GeForce RTX 5090"}'
+                   % (p, 100 + p, p) for p in range(processes))
+    return ('{"version":3,"start_time":"2026-01-02 03:04:05","args":["%s","-b","1K"],'
+            '"env":["NCCL_DEBUG=INFO"],"nccl_version":22907,"config":{"nthreads":1,"ngpus":%d,'
+            '"minimum_bytes":1024,"maximum_bytes":134217728,"step_factor":2,"warmup_iters":5,'
+            '"iterations":20,"aggregated_iterations":1,"validation":1,"graph":0,'
+            '"blocking_collectives":false,"per_iter_timing":false,"per_iter_skip":0,'
+            '"parallel_init":false},"devices":[%s],"results":[%s],"out_of_bounds":{"count":0,'
+            '"okay":true},"average_bus_bandwidth":{"bandwidth":1.5,"okay":"unchecked"},'
+            '"errors":[""],"end_time":"2026-01-02 03:05:06"}' % (binary, ngpus, dev, res))
+
+
+def test_nccl_tests_json_file_reads_as_its_printed_output():
+    printed = parse_nccl_tests(GOOD)
+    r = parse_nccl_tests(_as_json(printed.rows), "out.json", "broadcast")
+    assert r.binary == "broadcast_perf_mpi" and r.ranks == 2 and r.gpus_per_thread == 1
+    assert [(x.bytes, x.count, x.time_us, x.algbw_gbps, x.busbw_gbps, x.inplace_time_us)
+            for x in r.rows] == [(x.bytes, x.count, x.time_us, x.algbw_gbps, x.busbw_gbps,
+                                  x.inplace_time_us) for x in printed.rows]
+    assert parse_nccl_tests(_as_json(printed.rows, ngpus=4), "o.json").ranks == 8
+
+
+def test_nccl_tests_json_bad_input():
+    rows = parse_nccl_tests(GOOD).rows
+    text = _as_json(rows)
+    e = _bad(text, collective="allreduce")
+    assert e.line == 1 and "broadcast_perf_mpi output, not all_reduce_perf" in e.message
+    assert "not valid JSON" in _bad(text[:len(text) // 2]).message  # cut: truncated
+    assert "JSON without" in _bad('{"version": 3, "config": {}}').message
+    assert "CPU time" in _bad(_as_json(rows, cpu_time="1.000000")).message
+    assert "nwrong is 3" in _bad(_as_json(rows, nwrong="3.000000")).message
+    nan = _bad(text.replace('"time":%f' % rows[2].time_us, '"time":"nan"', 1))
+    assert "result 3 of 18: out_of_place.time" in nan.message
+    assert "not valid JSON" in _bad(text.replace("%f" % rows[0].time_us, "inf", 1)).message
+    assert "only in-place" in _bad(text.replace('"out_of_place":{', '"out_of_place":null,"x":{',
+                                                1)).message
+    assert "sizes go down" in _bad(_as_json(rows[3:] + rows[:3])).message
+    assert "config.ngpus" in _bad(text.replace('"ngpus":1', '"ngpus":0')).message
+    assert "size 1025 is not count" in _bad(text.replace('"size":1024,', '"size":1025,', 1)).message
+    e = _bad("[1, 2]")
+    assert e.line == 1 and "not nccl-tests' -J file" in e.message
 
 
 def test_slurm_labels_are_skipped():

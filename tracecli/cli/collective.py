@@ -27,7 +27,8 @@ OPS = tuple(names.op for names in NAMES.values())
               "list (1M,25MiB) or a range doubling (8:16G) (default: --measured's sizes, else "
               "8:16G).")
 @click.option("--measured", metavar="FILE", help="nccl-tests output of OP (all_reduce_perf, "
-              "all_gather_perf, reduce_scatter_perf, broadcast_perf): adds measured time and "
+              "all_gather_perf, reduce_scatter_perf, broadcast_perf; its stdout or its -J JSON "
+              "file): adds measured time and "
               "error per size; a run of one thread driving N GPUs (-g N) is compared with "
               "predictions that add that thread's launches.")
 @json_option("Print the table as JSON (docs/json.md).")

@@ -125,7 +125,7 @@ network_options = options(
     click.option("--calibration", metavar="FILE", help="Cost model from tracecli calibrate --out "
                  "(its rank count becomes the default --gpus)."),
     click.option("--nccl-tests", metavar="FILE", help="Cost source: nccl-tests output "
-                 "(all_reduce_perf ...); measured sizes answer with their measurement, NCCL's "
+                 "(all_reduce_perf ...: its stdout or its -J JSON file); measured sizes answer with their measurement, NCCL's "
                  "model (of the topology flags) shapes the curve between and beyond them."),
     topology_options,
 )

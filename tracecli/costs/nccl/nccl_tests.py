@@ -17,7 +17,8 @@ per-test headers without ``root`` (all_gather_perf: no ``redop`` either) and wit
 (``timestamp``: two more words a row, util.cu:740-742, 2025).
 
 Refused, each as :class:`~tracecli.errors.CalibrationError` at its ``path:line``: a file with
-no nccl-tests header (not nccl-tests output; its JSON file, ``-J``, said so), a header whose time columns are CPU time
+no nccl-tests header (not nccl-tests output; its JSON file, ``-J``, is read by
+:mod:`.nccl_tests_json`), a header whose time columns are CPU time
 (``cputime``, nccl-tests ``-C 1``: not the collective's time), a row that is cut or has a unit
 in a number (mixed units), a row with ``#wrong`` above 0 (the run computed wrong results), only
 in-place columns (tracecli reads the out-of-place time), an ``nGpus`` that is not a whole
@@ -38,7 +39,8 @@ from ...errors import CalibrationError, excerpt
 from ...inputfile import open_input
 from ..collectives import NAMES
 
-__all__ = ["NcclTestsRow", "NcclTests", "Layout", "parse_nccl_tests", "read_nccl_tests", "BINARIES"]
+__all__ = ["NcclTestsRow", "NcclTests", "Layout", "parse_nccl_tests", "read_nccl_tests", "BINARIES",
+           "size_problem"]
 
 BINARIES = {names.op: names.binary for names in NAMES.values()}
 MAX_BYTES = 1 << 50
@@ -121,6 +123,9 @@ def _num(path: str, no: int, text: str, what: str, lo: float, hi: float) -> floa
 
 def parse_nccl_tests(text: str, path: str = "<nccl-tests>", collective: Optional[str] = None) -> NcclTests:
     """Rows of nccl-tests output; ``collective`` (``allreduce`` ...): the test it must be."""
+    if text.lstrip().startswith("{"):  # its -J file
+        from .nccl_tests_json import parse_nccl_tests_json
+        return parse_nccl_tests_json(text, path, collective)
     binary, ranks, header, groups, closed, per_thread = None, 0, None, 0, False, 1
     layout = Layout(2, (), 0)
     rows: list[NcclTestsRow] = []
@@ -130,9 +135,9 @@ def parse_nccl_tests(text: str, path: str = "<nccl-tests>", collective: Optional
         if not line or "NCCL INFO" in line or "NCCL WARN" in line:
             continue
         if not first and line.startswith(("{", "[")):
-            raise CalibrationError("JSON, not nccl-tests' printed output (its -J file is not "
-                                   "read): pass the stdout of all_reduce_perf or a sibling test",
-                                   path=path, line=no)
+            raise CalibrationError("JSON that is not nccl-tests' -J file (an object with "
+                                   "its 'results'): pass that file, or the stdout of "
+                                   "all_reduce_perf or a sibling test", path=path, line=no)
         first = first or no
         if m := _STARTING.search(line):
             binary = m.group(1)
@@ -208,16 +213,23 @@ TYPE_BYTES = {"int8": 1, "uint8": 1, "int32": 4, "uint32": 4, "int64": 8, "uint6
               "half": 2, "float": 4, "double": 8, "bfloat16": 2, "f8e4m3": 1, "f8e5m2": 1}
 
 
-def _check_size(path: str, no: int, size: int, count: int, dtype: str) -> None:
+def size_problem(size: int, count: int, dtype: str) -> Optional[str]:
     """nccl-tests prints ``size = count x type bytes``, or for all-gather and reduce-scatter
-    ``count x type bytes x ranks`` (count per rank): anything else is not its row."""
+    ``count x type bytes x ranks`` (count per rank): anything else is not its row (what is
+    wrong, in words; ``None``: nothing)."""
     word = TYPE_BYTES.get(dtype)
     if word is None or count == 0:
-        return
+        return None
     if size % (count * word) or size // (count * word) > (1 << 20):
-        raise CalibrationError(f"size {size} is not count {count} x {word} bytes ({dtype}) (or "
-                               "a whole number of ranks of it): not an nccl-tests row; pass "
-                               "its output unchanged", path=path, line=no)
+        return (f"size {size} is not count {count} x {word} bytes ({dtype}) (or a whole "
+                "number of ranks of it): not an nccl-tests row; pass its output unchanged")
+    return None
+
+
+def _check_size(path: str, no: int, size: int, count: int, dtype: str) -> None:
+    problem = size_problem(size, count, dtype)
+    if problem:
+        raise CalibrationError(problem, path=path, line=no)
 
 
 def _check_wrong(path: str, no: int, text: str) -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 WORKER = ROOT / "tests" / "fuzzing.py"
 KINDS = ["chainer", "tf-schedule", "kineto", "kineto-modules", "plan", "op-times", "calibration",
-         "nccl-tests", "nccl-log", "run"]
+         "nccl-tests", "nccl-tests-json", "nccl-log", "run"]
 
 
 def batch(seed: int, count: int) -> dict:

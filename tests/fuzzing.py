@@ -48,6 +48,7 @@ def seeds() -> dict[str, dict[str, bytes]]:
         "plan": {"plan.json": None},  # made from the chainer seed at run time
         "op-times": {"times.json": json.dumps({"op1": 0.5, "/l1": 2.0, "forward_ms": 3}).encode()},
         "nccl-tests": {"perf.txt": (NCCL / "cscs_gh200_2x1_all_reduce_perf.txt").read_bytes()},
+        "nccl-tests-json": {"perf.json": _nccl_tests_json()},
         "nccl-log": {"nccl.log": (NCCL / "nccl_tests_350_a100pcie_2x1_graph.log").read_bytes()},
         "run": {f"rank{r}.json": gzip.decompress((RUN / f"rank{r}.json.gz").read_bytes())
                 for r in (0, 1)},
@@ -59,6 +60,17 @@ def seeds() -> dict[str, dict[str, bytes]]:
                        {"bytes": 1048576, "median_ms": 1.2, "times_ms": [1.2], "predicted_ms": 1.2}]
         }).encode()},
     }
+
+
+def _nccl_tests_json() -> bytes:
+    """The all-reduce seed as nccl-tests' -J file (tests/nccl_json_writer.py)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from nccl_json_writer import as_json
+    from tracecli.costs.nccl.nccl_tests import read_nccl_tests
+
+    rows = read_nccl_tests(str(NCCL / "cscs_gh200_2x1_all_reduce_perf.txt")).rows
+    return as_json(rows, "all_reduce_perf", processes=2).encode()
 
 
 def _one_event_a_line(path: Path) -> bytes:
@@ -184,7 +196,7 @@ def commands(kind: str, files: dict[str, Path]) -> list[list[str]]:
         return [["plan-buckets", chainer, "--op-times", first, "--json"]]
     if kind == "calibration":
         return [["plan-buckets", chainer, "--calibration", first, "--json"]]
-    if kind == "nccl-tests":  # nccl-tests output: a measured curve, and a cost source
+    if kind in ("nccl-tests", "nccl-tests-json"):  # a measured curve, and a cost source
         net = ["--nodes", "2", "--nic-gbps", "200", "--nccl", "2.30.7"]
         return [["collective", "allreduce", "--measured", first, "--json", *net],
                 ["plan-buckets", chainer, "--nccl-tests", first, "--json", *net]]

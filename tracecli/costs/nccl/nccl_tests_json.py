@@ -41,6 +41,8 @@ def parse_nccl_tests_json(text: str, path: str, collective: Optional[str] = None
 
     try:
         doc = json.loads(text, parse_constant=lambda c: c)  # NaN, Infinity: kept as strings
+    except RecursionError:
+        raise bad("JSON nested deeper than Python reads: not nccl-tests' -J file") from None
     except ValueError as e:
         raise bad(f"not valid JSON ({getattr(e, 'msg', e)}, column "
                   f"{getattr(e, 'colno', '?')}): pass nccl-tests' -J file unchanged, or its "

@@ -20,7 +20,7 @@ error or a table of another rank count fails here, not in the fit).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -243,6 +243,26 @@ def _platform(name: str, nodes: int, version: str) -> Callable[[], NcclModel]:
     return make
 
 
+def _mesh(gpu: str, nodes: int, per: int, nic_gbps: float, nics: int, version: str,
+          net: str) -> Callable[[], NcclModel]:
+    """A topology whose GPUs are linked by NVLink to each other, no NVSwitch (no NVLS)."""
+    def make() -> NcclModel:
+        return NcclModel.for_topology(gpu, nodes, per, False, nic_gbps, nics, version, net, mesh=True)
+    return make
+
+
+def _nic_beyond_pxb(make: Callable[[], NcclModel]) -> Callable[[], NcclModel]:
+    """``make``'s model with LL128 off on its graphs: a node whose NICs reach the GPUs no nearer
+    than a CPU host bridge (PHB, as the source's affinity table states) gives NCCL's graphs
+    ``typeInter`` PHB, and before sm90 NCCL enables LL128 only at ``typeInter <= PXB``
+    (src/graph/tuning.cc v2.18.3-1:283-295). The estimate of the topology (graph.py) does
+    not know a NIC's PCIe distance: stated here from the source, not a setting of the run."""
+    def nic_phb() -> NcclModel:
+        m = make()
+        return replace(m, ring=replace(m.ring, ll128=False), tree=replace(m.tree, ll128=False))
+    return nic_phb
+
+
 def _rtx() -> NcclModel:
     # 2 ranks sharing one RTX 5090 (sm120) as 2 nodes over sockets; the graphs solved from the
     # run's own TUNING log (tests/costs/test_nccl_tuning.py: 2 x 1.2 ring, 4 x 1.2 tree, pattern TREE)
@@ -272,6 +292,18 @@ TABLES: tuple[TrainingTable, ...] = (
                   _platform("cscs-alps-gh200", 2, "2.25.1"),
                   "eth-cscs/cscs-docs docs/software/communication/nccl.md", "cscs-alps",
                   forced=(("NCCL_PROTO", "^LL128"),)),
+    # 2 x 4 GH200 of Sigma2's Olivia (HPE Cray EX, 4 x 200 Gb/s Slingshot a node), 1 B-128 MiB, NCCL
+    # 2.30.4 (printed): a second Slingshot cluster; HPE's variables from the NCCL module, nothing forced
+    TrainingTable("olivia-gh200-2x4-slingshot", "sigma2_olivia_gh200_2x4_all_reduce_perf_2.30.4.txt", AR,
+                  "ofi", _mesh("gh200", 2, 4, 800.0, 4, "2.30.4", "ofi"),
+                  "UNINETTSigma2/documentation hpc_machines/olivia/nccl_apptainer.md", "olivia"),
+    # 2 x 4 A100 of ALCF Polaris (NVLink mesh, 2 x 200 Gb/s Slingshot 11 a node), 4 B-1 GiB, NCCL 2.18.3
+    # (NVIDIA HPC SDK 23.9's), aws-ofi-nccl 1.9.1: a third Slingshot cluster; nothing forced. Each NIC
+    # is PHB to its nearest GPU (ALCF's affinity table): NCCL 2.18 allows no LL128 on sm80 there
+    TrainingTable("polaris-a100-2x4-slingshot", "alcf_polaris_a100_2x4_all_reduce_perf_2.18.3.txt", AR,
+                  "ofi", _nic_beyond_pxb(_mesh("a100", 2, 4, 400.0, 2, "2.18.3", "ofi")),
+                  "argonne-lcf/alcf-nccl-tests results_polaris/nccl_2_18/n2.g4.2024-04-29-18-41-24/"
+                  "all_reduce_output.dat.4", "alcf-polaris"),
     TrainingTable("rtx5090-2x1-socket", "ebpf_rtx5090_2x1_broadcast_perf.txt", BC, "socket", _rtx,
                   "eunomia-bpf/nccl-eBPF docs/tmp/default-suboptimal-search.md"),
     TrainingTable("oci-h100-2x8-roce", "oci_h100_2x8_roce_all_reduce_perf_2.21.5.txt", AR,

@@ -347,7 +347,8 @@ EXPECTED = [
      "change with them (docs/nccl-time-model.md); round 9 caps a band's upper edge where it "
      "would let a run beat the NICs' line rate, and refits after modelling aws-ofi-nccl's "
      "NVLS chunk settings on p5 (the constants move by under 2%: ib's NVLS latency x1.37 -> "
-     "x1.38, the dgx-h100 times by 0.2% at most; docs/nccl-time-model.md)",
+     "x1.38, the dgx-h100 times by 0.2% at most; docs/nccl-time-model.md); --json's error_band"
+     " adds scope, widened_by, capped, uncapped_high_pct, its old fields as they were (json.md)",
      lambda cmd: cmd[0] == "collective" or (cmd[0] == "plan-buckets" and "--platform" in cmd)),
     ("issue 26 item 3: a profiler trace recorded with module scopes (with_stack=True; "
      "tests/fixtures/kineto_modules, added after the base) names its gradients by module path "

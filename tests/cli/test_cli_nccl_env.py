@@ -75,7 +75,8 @@ def test_a_log_of_two_runs_is_its_line(tmp_path):
 
 @pytest.mark.parametrize("value, words", [
     ("NCCL_ALGO", ("NAME=VALUE", "NCCL_PROTO")),
-    ("NCCL_BUFFSIZE=1", ("NAME=VALUE", "NCCL_NVLS_ENABLE")),
+    ("NCCL_LL_BUFFSIZE=1", ("NAME=VALUE", "NCCL_NVLS_ENABLE")),
+    ("NCCL_BUFFSIZE=1", ("--nccl-env NCCL_BUFFSIZE=1", "131072, 262144", "(or -2, unset)")),
     ("NCCL_ALGO=Rnig", ("--nccl-env NCCL_ALGO=Rnig", "'Rnig' is not one of")),
     ("NCCL_MAX_NCHANNELS=lots", ("NCCL reads only a whole number",)),
 ])

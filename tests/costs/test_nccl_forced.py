@@ -185,7 +185,7 @@ def test_another_scale_keeps_the_settings_read_on_its_own_graph():
     ({"NCCL_ALGO": ";ring"}, "every entry but the first"),
     ({"NCCL_ALGO": "ring," * 100}, "NCCL_ALGO's value is over 200 characters"),
     ({"NCCL_ALGO": "ring," * 14}, "or an entry of it over 69"),
-    ({"NCCL_BUFFSIZE": "8388608"}, "NCCL_BUFFSIZE is not modelled"),
+    ({"NCCL_LL_BUFFSIZE": "8388608"}, "NCCL_LL_BUFFSIZE is not modelled"),
 ])
 def test_what_cannot_be_modelled_is_refused(env, says):
     with pytest.raises(CostModelError, match=says):

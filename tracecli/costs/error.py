@@ -26,11 +26,25 @@ __all__ = ["ErrorBand", "ErrorTable", "sample_spread", "union"]
 
 class ErrorBand(NamedTuple):
     """The signed range ``[low, high]`` of ``(predicted - measured) / measured`` (fractions:
-    -0.4 is 40% too fast), and what it rests on (``basis``, a phrase for reports)."""
+    -0.4 is 40% too fast), and what it rests on (``basis``, a phrase for reports), with the
+    same in fields a script can test: ``scope``, the cross-validated errors it comes from
+    (the NCCL time model's ``local``, ``network`` or ``fallback``, :mod:`.nccl.accuracy`;
+    ``None``: none, a run's spread or a fit's residuals); ``widened_by``, the scopes that
+    widened it (``net:CLASS``: the class's own held-out errors, ``fit:CLASS``: the shipped
+    constants' misses on the class's own tables); ``capped``, whether its upper edge was cut
+    to the line rate, and ``uncapped_high``, that edge before the cut (``None`` where not cut).
+
+    >>> ErrorBand(-0.1, 0.05, "x", "network", ("fit:ib",), True, 0.2).to_json()["widened_by"]
+    ['fit:ib']
+    """
 
     low: float
     high: float
     basis: str
+    scope: Optional[str] = None
+    widened_by: tuple[str, ...] = ()
+    capped: bool = False
+    uncapped_high: Optional[float] = None
 
     @property
     def magnitude(self) -> float:
@@ -51,7 +65,10 @@ class ErrorBand(NamedTuple):
 
     def to_json(self) -> dict:
         return {"low_pct": round(100 * self.low, 3), "high_pct": round(100 * self.high, 3),
-                "basis": self.basis}
+                "basis": self.basis, "scope": self.scope, "widened_by": list(self.widened_by),
+                "capped": self.capped,
+                "uncapped_high_pct": None if self.uncapped_high is None
+                else round(100 * self.uncapped_high, 3)}
 
 
 class ErrorTable(NamedTuple):

@@ -20,6 +20,10 @@ No run is faster than the line rate (:mod:`.wire`), and a prediction never is (t
 clamps it there): so a band's upper edge, which says how much slower than a run the model may
 be, is capped at ``predicted / line - 1``, 0 where the prediction is the line rate itself
 (:func:`capped`, applied by ``NcclModel.error`` to every band it answers).
+
+A band says where it comes from in fields a script can test as well as in its ``basis``
+(:class:`~tracecli.costs.error.ErrorBand`, ``collective --json``): its ``scope``, the
+``ERROR_BANDS`` scopes that widened it (``widened_by``) and whether the line rate capped it.
 """
 
 from __future__ import annotations
@@ -51,8 +55,9 @@ def error_table(scope: str, net: Optional[str], used: str) -> Optional[ErrorTabl
     own = {(lo, hi): row for lo, hi, *row in ERROR_BANDS.get(f"net:{net}", ())}
     inside = {(lo, hi): row for lo, hi, *row in ERROR_BANDS.get(f"fit:{net}", ())}
     rows = []
-    for lo, hi, low, high, points, tables in ERROR_BANDS.get("fallback" if fallback else scope,
-                                                              ()):
+    base = "fallback" if fallback else scope
+    for lo, hi, low, high, points, tables in ERROR_BANDS.get(base, ()):
+        widened = []
         where = "one node" if scope == "local" else "several nodes"
         basis = (f"leave-one-cluster-out: 10th-90th percentile of {points} held-out sizes "
                  f"{format_size(lo)}-{format_size(hi) if hi else 'up'} on {where}, "
@@ -60,11 +65,13 @@ def error_table(scope: str, net: Optional[str], used: str) -> Optional[ErrorTabl
         mine = own.get((lo, hi)) if scope == "network" else None
         if mine is not None and (mine[0] < low or mine[1] > high):
             low, high = min(low, mine[0]), max(high, mine[1])
+            widened.append(f"net:{net}")
             basis += (f", widened to take in the 10th-90th percentile of the {mine[2]} held "
                       f"out over {net} ({mine[3]} table{'s' if mine[3] != 1 else ''})")
         fitted = inside.get((lo, hi)) if scope == "network" and not fallback else None
         if fitted is not None and (fitted[0] < low or fitted[1] > high):
             low, high = min(low, fitted[0]), max(high, fitted[1])
+            widened.append(f"fit:{net}")
             basis += (f", widened to take in the 10th-90th percentile of {net}'s own "
                       f"{fitted[2]} sizes under the constants fitted on them ({fitted[3]} "
                       f"table{'s' if fitted[3] != 1 else ''})")
@@ -74,7 +81,7 @@ def error_table(scope: str, net: Optional[str], used: str) -> Optional[ErrorTabl
         elif scope == "network" and one_cluster(net):
             basis += (f"; {net}'s constants come from one cluster's tables, which no other "
                       f"cluster of {net} checks")
-        rows.append((None, lo, hi, ErrorBand(low, high, basis)))
+        rows.append((None, lo, hi, ErrorBand(low, high, basis, base, tuple(widened))))
     return ErrorTable(tuple(rows)) if rows else None
 
 
@@ -96,8 +103,9 @@ def capped(band: ErrorBand, predicted_us: float, line_us: float) -> ErrorBand:
     measured at the line rate), its lower edge at most that (a band wholly above it says every
     run beats the line rate: none does, so the band shrinks to the line rate's error).
 
-    >>> capped(ErrorBand(-0.2, 0.2, "x"), 110.0, 100.0).text()
-    '-20% to +10%'
+    >>> b = capped(ErrorBand(-0.2, 0.2, "x"), 110.0, 100.0)
+    >>> b.text(), b.capped, b.uncapped_high
+    ('-20% to +10%', True, 0.2)
     >>> capped(ErrorBand(0.05, 0.2, "x"), 100.0, 100.0).text(), capped(ErrorBand(-0.1, 0.2, "x"), 200.0, 100.0).text()
     ('0% to 0%', '-10% to +20%')
     """
@@ -106,9 +114,9 @@ def capped(band: ErrorBand, predicted_us: float, line_us: float) -> ErrorBand:
     top = max(predicted_us / line_us - 1.0, 0.0)
     if band.high <= top:
         return band
-    return ErrorBand(min(band.low, top), top,
-                     f"{band.basis}; capped at {100 * top:+.0f}%: no run moves the bytes "
-                     "through a node's NICs faster than their line rate")
+    return band._replace(low=min(band.low, top), high=top, capped=True, uncapped_high=band.high,
+                         basis=f"{band.basis}; capped at {100 * top:+.0f}%: no run moves the "
+                         "bytes through a node's NICs faster than their line rate")
 
 
 def reaches_line(band: ErrorBand, predicted_us: float, line_us: float) -> bool:

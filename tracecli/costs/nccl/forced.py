@@ -23,8 +23,9 @@
   as NCCL clamps them (max 1..32, min 0..32, -2 unset; connect.cc ``ncclMaxNchannels``);
   they bound ``comm->nChannels`` after the graph search (:mod:`.channels`); NCCL's bandwidths
   keep the searched graph's ``nChannels`` (tuning.cc:175).
-- ``NCCL_NVLS_CHUNKSIZE``, ``NCCL_NVLSTREE_MAX_CHUNKSIZE`` (the NVLS pipelines' chunk,
-  :func:`.pipeline.first_chunk`) and aws-ofi-nccl's ``OFI_NCCL_PROTOCOL``: :mod:`.ofi_env`.
+- ``NCCL_BUFFSIZE``, ``NCCL_NVLS_CHUNKSIZE``, ``NCCL_NVLSTREE_MAX_CHUNKSIZE`` (the NVLS
+  pipelines' chunk, :func:`.pipeline.first_chunk`) and aws-ofi-nccl's ``OFI_NCCL_PROTOCOL``:
+  :mod:`.ofi_env`.
 - ``NCCL_NVLS_ENABLE`` (src/transport/nvls.cc ``ncclNvlsInit``, default 2: where the
   hardware supports it): 0 turns NVLS support off, so no NVLS or NVLSTree; any other value
   forces it on, which NCCL cannot run on NVSwitch GPUs without multicast (before sm90):

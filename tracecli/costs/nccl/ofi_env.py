@@ -24,6 +24,35 @@ what NCCL does with the chunk settings).
   leave NCCL's 4 MiB), which moves only NCCL 2.18-2.20's NVLSTree chunk, where it starts from
   the buffer's step, and there only beyond 1 GiB (a collective of 64 MiB-1 GiB runs the same
   chunk, shrunk, under either buffer).
+- **``NCCL_BUFFSIZE``** as the job sets it (``--nccl-env``; it wins over the plugin's, as
+  above). NCCL reads it with ``strtoll`` (src/misc/param.cc:95 v2.30.7-1) into
+  ``comm->buffSizes[NCCL_PROTO_SIMPLE]`` alone: the Simple protocol's buffer, LL and LL128
+  having ``NCCL_LL_BUFFSIZE`` and ``NCCL_LL128_BUFFSIZE`` of their own (``computeBuffSizes``,
+  v2.30.7-1 src/init.cc:813-827; the same in every release 2.18-2.30, v2.18.3-1
+  init.cc:502-522), any value but -2 (its unset) taken as given: no release checks a bound,
+  a power of two or a multiple of anything. What it changes, release by release: the Simple
+  step ``buffSize / NCCL_STEPS`` every chunk starts from (enqueue.cc:2222-2225; v2.18.3-1
+  :1307-1310), so a ring's chunk (``chunkSteps`` of them) and a tree's; NVLS's chunk, the step
+  at most 128 KiB up to 2.20 and at most ``nvlsChunkSize`` from 2.21 (v2.18.3-1 :1339-1340,
+  v2.21.5-1 :1743-1745, v2.30.7-1 :2263-2267); NVLSTree's chunk up to 2.20 (the step,
+  v2.18.3-1 :1310, v2.20.3-1 :1687, 1717; 2.19 from 4 nodes 64 KiB whatever the step,
+  v2.19.3-1 :1372), not from 2.21 (``nvlsChunkSize``, v2.21.5-1 :1754-1757, v2.30.7-1
+  :2281); the bytes a connection keeps in flight (``NCCL_STEPS`` slots of a step,
+  src/device/prims_simple.h:579), the buffers' memory (src/transport/p2p.cc, net.cc, shm.cc;
+  NVLS's up to 2.20, v2.20.5-1 src/transport/nvls.cc:309-311) and the P2P chunk's cap
+  (init.cc:842-843). NCCL's CHOICE it does not change: no release's src/graph/tuning.cc
+  reads the buffers. tracecli's time model has ONE term that a buffer changes, the NVLS and
+  NVLSTree pipelines' fill (:func:`.pipeline.first_chunk`); rings and trees are given no
+  fill (:mod:`.pipeline`), and the bytes in flight are no term of it (fitted on 4 and 8 MiB
+  buffers): their times do not move. NCCL takes any number, but 2.27+ rounds a chunk down
+  to the Simple grain of 512 bytes (v2.27.7-1 enqueue.cc:2055, v2.30.7-1 :2321), so a buffer
+  under 4 KiB gives chunks of 0 bytes and a division by zero (``DIVUP(nBytes, loopSize)``,
+  :2362), and ``buffSizes`` is an ``int`` (src/include/comm.h:629): tracecli models a
+  power of two from 128 KiB to 128 MiB (:data:`BUFFSIZE_CHOICES`: a step of 16 KiB, NVLS's
+  smallest chunk, to 16 MiB, the largest chunk setting it takes) or -2, and refuses the
+  rest. NCCL 2.18 alone defaults to 1 MiB on ARM hosts (``DEFAULT_BUFFSIZE_ARM``, v2.18.3-1
+  init.cc:503, 519): tracecli models x86 hosts (``cpu``), and no ARM topology it models
+  runs NVLS.
 - **``OFI_NCCL_PROTOCOL``** (:func:`protocol`): ``SENDRECV`` or ``RDMA`` (``strcasecmp``,
   v1.16.3 src/nccl_ofi_net.cpp:203-223; another name fails plugin init, :219-221) overrides
   the platform's ``default_protocol``, which the plugin sets only where the user did not
@@ -45,12 +74,13 @@ from dataclasses import replace
 from typing import Mapping, Optional
 
 from ...errors import CostModelError
+from .timing import NCCL_STEPS
 from .platforms import PLATFORMS
 from .transports import EFA_CLASSES, efa_class, nccl_nics
 from .versions import parse_version
 
 __all__ = ["plugin_env", "platform_net", "chunking", "protocol", "check_env", "regraph", "VARS", "PROTOCOLS",
-           "CHUNK_CHOICES"]
+           "CHUNK_CHOICES", "BUFFSIZE_CHOICES"]
 
 _P4 = (("NCCL_BUFFSIZE", "8388608"),)
 _P5 = _P4 + (("NCCL_NVLSTREE_MAX_CHUNKSIZE", "524288"), ("NCCL_NVLS_CHUNKSIZE", "524288"))
@@ -60,9 +90,18 @@ _P5 = _P4 + (("NCCL_NVLSTREE_MAX_CHUNKSIZE", "524288"), ("NCCL_NVLS_CHUNKSIZE", 
 PROTOCOL_ENV = {"SENDRECV": _P4, "RDMA": _P5}
 CLASS_ENV = {EFA_CLASSES[p]: env for p, env in PROTOCOL_ENV.items()}
 PROTOCOLS = ("RDMA", "SENDRECV")
-# the release that first reads each chunk setting (pipeline.py)
-CHUNK_FROM = {"NCCL_NVLS_CHUNKSIZE": (2, 21), "NCCL_NVLSTREE_MAX_CHUNKSIZE": (2, 20)}
+# the release that first reads each chunk setting (pipeline.py); NCCL_BUFFSIZE: every release
+# modelled (v2.18.3-1 to v2.30.7-1 src/init.cc, NCCL_PARAM(BuffSize, "BUFFSIZE", -2))
+CHUNK_FROM = {"NCCL_BUFFSIZE": (2, 18), "NCCL_NVLS_CHUNKSIZE": (2, 21),
+              "NCCL_NVLSTREE_MAX_CHUNKSIZE": (2, 20)}
 CHUNK_CHOICES = tuple(1 << k for k in range(14, 25))  # 16 KiB to 16 MiB, powers of two
+# NCCL_BUFFSIZE bounds no release checks (init.cc computeBuffSizes takes any number but -2):
+# tracecli's, a buffer whose step (buffSize / NCCL_STEPS) is one of CHUNK_CHOICES: 128 KiB to
+# 128 MiB, powers of two (see the module)
+BUFFSIZE_CHOICES = tuple(NCCL_STEPS * c for c in CHUNK_CHOICES)
+CHOICES = {"NCCL_BUFFSIZE": BUFFSIZE_CHOICES, "NCCL_NVLS_CHUNKSIZE": CHUNK_CHOICES,
+           "NCCL_NVLSTREE_MAX_CHUNKSIZE": CHUNK_CHOICES}
+UNSET = ("NCCL_BUFFSIZE", "NCCL_NVLSTREE_MAX_CHUNKSIZE")  # -2: NCCL's own mark of unset
 VARS = tuple(CHUNK_FROM) + ("OFI_NCCL_PROTOCOL",)
 
 
@@ -92,8 +131,10 @@ def chunking(model) -> tuple[Optional[int], Optional[int], Optional[int]]:
     from .forced import _number
 
     env = {**plugin_env(model), **dict(model.nccl_env)}
-    return tuple(_number(v, env[v]) if v in env else None  # type: ignore[return-value]
-                 for v in ("NCCL_BUFFSIZE", "NCCL_NVLS_CHUNKSIZE", "NCCL_NVLSTREE_MAX_CHUNKSIZE"))
+    buffsize, nvls, tree = (_number(v, env[v]) if v in env else None for v in CHUNK_FROM)
+    # a job's NCCL_BUFFSIZE=-2 is set, so the plugin keeps it, and NCCL reads it as unset
+    # (init.cc:827 v2.30.7-1: envs[p] != -2 ? envs[p] : defaults[p]): NCCL's 4 MiB
+    return None if buffsize == -2 else buffsize, nvls, tree
 
 
 def protocol(env: Mapping[str, str]) -> Optional[str]:
@@ -116,16 +157,16 @@ def check_env(env: Mapping[str, str], version: str, net: Optional[str], nodes: i
         if release < since:
             raise CostModelError(f"{var}: NCCL {version} does not read it (from "
                                  f"{since[0]}.{since[1]}; pipeline.py); leave it out")
-        unset = var.startswith("NCCL_NVLSTREE")  # -2: NCCL's own mark of unset
+        unset, choices = var in UNSET, CHOICES[var]
         try:
             value = _number(var, env[var])
         except CostModelError:
             value = None
-        if value not in CHUNK_CHOICES and not (value == -2 and unset):
+        if value not in choices and not (value == -2 and unset):
             raise CostModelError(f"{var}={env[var]}: tracecli models a power of two from "
-                                 f"{CHUNK_CHOICES[0]} to {CHUNK_CHOICES[-1]} bytes"
+                                 f"{choices[0]} to {choices[-1]} bytes"
                                  + (" (or -2, unset)" if unset else "")
-                                 + ": " + ", ".join(map(str, CHUNK_CHOICES)))
+                                 + ": " + ", ".join(map(str, choices)))
     if "OFI_NCCL_PROTOCOL" in env:
         if protocol(env) not in PROTOCOLS:
             raise CostModelError(f"OFI_NCCL_PROTOCOL={env['OFI_NCCL_PROTOCOL']}: aws-ofi-nccl "

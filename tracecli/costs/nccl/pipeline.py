@@ -31,7 +31,9 @@ src/enqueue.cc:1336-1352):
 
   aws-ofi-nccl sets ``NCCL_BUFFSIZE`` to 8 MiB and, on p5 and later, both chunk settings to
   512 KiB where the job leaves them unset (:mod:`.ofi_env`): NVLSTree chunks of 512 KiB on any
-  node count. NCCL 2.28+'s sm100 multi-node tuning of the chunk (nvls.cc:163-201) is not
+  node count. A job's own ``NCCL_BUFFSIZE`` moves the step: NVLS's chunk where the step is
+  below its cap, NVLSTree's up to 2.20 (what else it moves, the time model has no term for:
+  :mod:`.ofi_env`). NCCL 2.28+'s sm100 multi-node tuning of the chunk (nvls.cc:163-201) is not
   modelled where the job or the plugin sets neither.
 - **the loop**: one pass of the device's loop moves ``nHeads`` chunks a channel
   (``loopCount = nvls->nHeads * chunkSize``, all_reduce.h:414) on ``comm->nvlsChannels``
@@ -81,9 +83,10 @@ from .tuning import ALGOS, AlgoGraph, nvls_bw
 from .versions import constants_for, parse_version
 
 __all__ = ["chunk_bytes", "loop_bytes", "fill_bytes", "fill_scale", "nvls_channels", "NVLS_CHUNK",
-           "first_chunk", "Chunking", "DEFAULT_CHUNKING"]
+           "first_chunk", "Chunking", "DEFAULT_CHUNKING", "DEFAULT_BUFFSIZE"]
 
 NVLS_CHUNK = 128 * 1024  # NCCL_NVLS_CHUNKSIZE default, nvls.cc:160
+DEFAULT_BUFFSIZE = 4 << 20  # the Simple buffer, DEFAULT_BUFFSIZE, init.cc:813 (2.18-2.30)
 # (NCCL_BUFFSIZE, NCCL_NVLS_CHUNKSIZE, NCCL_NVLSTREE_MAX_CHUNKSIZE) as the job sets them; None:
 # unset (4 MiB, 128 KiB, NCCL's own cap: init.cc:813, nvls.cc:160-161)
 Chunking = tuple[Optional[int], Optional[int], Optional[int]]
@@ -114,10 +117,15 @@ def first_chunk(algo: str, nodes: int, version: str = "2.30.7",
     (524288, 524288)
     >>> first_chunk("NVLS", 1, "2.20.5", p5), first_chunk("NVLSTree", 2, "2.19.3", p5)
     (131072, 1048576)
+    >>> small = (512 << 10, None, None)  # NCCL_BUFFSIZE=524288: a 64 KiB step
+    >>> first_chunk("NVLS", 1, "2.30.7", small), first_chunk("NVLSTree", 2, "2.30.7", small)
+    (65536, 131072)
     """
     buffsize, nvls_env, tree_env = chunking
     v = (parse_version(version) or (2, 30, 7))[:2]
-    step = (buffsize or 4 << 20) // NCCL_STEPS
+    # the Simple step, buffSizes[NCCL_PROTO_SIMPLE] / NCCL_STEPS (enqueue.cc:2222, 2225); -2
+    # is NCCL's unset (init.cc:827)
+    step = (buffsize if buffsize not in (None, -2) else DEFAULT_BUFFSIZE) // NCCL_STEPS
     nvls = nvls_env if nvls_env is not None and v >= (2, 21) else NVLS_CHUNK
     if algo == "NVLS":
         return min(step, nvls)

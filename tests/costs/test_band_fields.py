@@ -15,7 +15,7 @@ from tracecli.costs.nccl.model import NcclModel
 from tracecli.costs.nccl.wire import line_rate_us
 from tracecli.model import CollectiveKind as K
 
-KEYS = {"low_pct", "high_pct", "basis", "scope", "widened_by", "capped", "uncapped_high_pct"}
+KEYS = {"low_pct", "high_pct", "basis", "scope", "widened_by", "capped", "uncapped_high_pct", "extrapolated"}
 SOCKET = ("--net", "socket", "--nodes", "2", "--gpus-per-node", "8", "--nic-gbps", "100",
           "--nics", "1")
 
@@ -32,8 +32,8 @@ def _band_row(scope, nbytes):
 def test_a_plain_band_says_its_scope_and_nothing_else():
     for band in _rows("--platform", "dgx-h100", "--nccl", "2.30.7", "--sizes", "8,1M,1G").values():
         assert set(band) == KEYS
-        assert (band["scope"], band["widened_by"], band["capped"], band["uncapped_high_pct"]) == \
-            ("local", [], False, None)
+        assert (band["scope"], band["widened_by"], band["capped"], band["uncapped_high_pct"],
+                band["extrapolated"]) == ("local", [], False, None, False)
     # RoCE at 8 B: its own held-out errors and its constants' misses lie inside the
     # network band (ERROR_BANDS net:roce, fit:roce), so nothing widens it
     band = _rows("--platform", "dgx-h100", "--nodes", "2", "--net", "roce", "--nccl", "2.30.7",
@@ -99,3 +99,14 @@ def test_a_class_no_table_measured_is_the_fallback_scope_and_never_widened():
     band = table.at(K.ALL_REDUCE, 8)
     assert (band.scope, band.widened_by, band.capped) == ("fallback", (), False)
     assert band.to_json()["scope"] == "fallback"
+
+
+def test_a_band_beyond_the_tables_scale_says_it_is_extrapolated():
+    from tracecli.costs.nccl import fitted
+
+    most = fitted.SCALE["ib"]
+    near = _rows("--platform", "dgx-h100", "--nodes", str(most), "--nccl", "2.30.7", "--sizes", "1M")
+    far = _rows("--platform", "dgx-h100", "--nodes", str(4 * most), "--nccl", "2.30.7", "--sizes", "1M")
+    assert near[1 << 20]["extrapolated"] is False and "extrapolated" not in near[1 << 20]["basis"]
+    assert far[1 << 20]["extrapolated"] is True
+    assert f"no ib table measured more than {most} nodes" in far[1 << 20]["basis"]

@@ -32,7 +32,9 @@ class ErrorBand(NamedTuple):
     ``None``: none, a run's spread or a fit's residuals); ``widened_by``, the scopes that
     widened it (``net:CLASS``: the class's own held-out errors, ``fit:CLASS``: the shipped
     constants' misses on the class's own tables); ``capped``, whether its upper edge was cut
-    to the line rate, and ``uncapped_high``, that edge before the cut (``None`` where not cut).
+    to the line rate, and ``uncapped_high``, that edge before the cut (``None`` where not cut);
+``extrapolated``, whether the topology is larger than every table the band and the time
+rest on (``NcclModel.beyond_scale``).
 
     >>> ErrorBand(-0.1, 0.05, "x", "network", ("fit:ib",), True, 0.2).to_json()["widened_by"]
     ['fit:ib']
@@ -45,6 +47,7 @@ class ErrorBand(NamedTuple):
     widened_by: tuple[str, ...] = ()
     capped: bool = False
     uncapped_high: Optional[float] = None
+    extrapolated: bool = False  # the topology is larger than every table checking it
 
     @property
     def magnitude(self) -> float:
@@ -68,7 +71,7 @@ class ErrorBand(NamedTuple):
                 "basis": self.basis, "scope": self.scope, "widened_by": list(self.widened_by),
                 "capped": self.capped,
                 "uncapped_high_pct": None if self.uncapped_high is None
-                else round(100 * self.uncapped_high, 3)}
+                else round(100 * self.uncapped_high, 3), "extrapolated": self.extrapolated}
 
 
 class ErrorTable(NamedTuple):

@@ -341,7 +341,7 @@ class NcclModel:
                             hit[1])
         band = table.at(kind, charged) if table else None
         if band is not None and self.beyond_scale():
-            band = ErrorBand(band.low, band.high, f"{band.basis}; {self.beyond_scale()}")
+            band = band._replace(basis=f"{band.basis}; {self.beyond_scale()}", extrapolated=True)
         line = line_rate_us(self._func(kind), charged, self.topology.nodes, self.nic_gbps)
         if band is None or line <= 0:
             return band

@@ -126,8 +126,6 @@ def test_held_out_goals_on_the_tables_with_small_sizes(held_out):
     # the OCI RoCE tables, NCCL's NICs merged: within 10 %
     for name in ("oci-h100-2x8-roce", "oci-a100-2x8-roce"):
         assert _summary(held_out[name])[0] < 0.10, name
-    # the 2-node GH200 Slingshot table (1-128 MiB): within 20 %
-    assert _summary(held_out["cscs-gh200-2x1-slingshot"])[0] < 0.20
     # GCP A4 (2 x 8 B200, RoCE), timed as the NCCL 2.26.2 its image builds: within 10 %
     assert _summary(held_out["gcp-a4-2x8-b200-roce"])[0] < 0.10
     # Crusoe 2 x 8 A100 on 8 x 200G InfiniBand, the only A100 InfiniBand table: predicted from
@@ -161,22 +159,30 @@ def test_what_misses_the_goals_is_said_not_hidden(held_out):
         geo, worst = _summary(rows)
         if (geo is not None and geo > 0.20) or (worst is not None and worst > 2.0):
             misses[name] = (geo, worst)
-    # round 9: the libfabric tables with small sizes are three classes of one cluster each,
-    # p4d (aws-ofi-nccl's SENDRECV protocol, 177-181 us at 8 B-1 KiB), KeitaW's p5 (RDMA,
-    # 63-86 us) and the 2 x 4 GH200 on Slingshot (ofi, 17.5-20.4 us): held out, each is timed
-    # with the family's constants, which the other two set. p5's now meets both goals (the
-    # family's floor between the two others'); p4d's misses 2x (its floor set by p5 and
-    # Slingshot: 3.9x fast at 8 B-1 KiB) and the Slingshot table's misses (set by the two EFA
-    # tables: 6.4x slow at 8 B): a libfabric floor does not carry from one provider to another
+    # the libfabric tables with small sizes: p4d (aws-ofi-nccl's SENDRECV protocol, 177-181 us
+    # at 8 B-1 KiB) is a class of one cluster, held out with the family's constants, which p5
+    # (RDMA, 63-86 us) and Slingshot set: 3.9x fast at 8 B-1 KiB, within 20 % from 1 MiB
+    assert held_out["aws-p4d-2x8-a100-efa"][0][3] == "libfabric"
+    assert _summary(held_out["aws-p4d-2x8-a100-efa"])[0] < 0.20
+    assert held_out["aws-p4d-2x8-a100-efa"][0][2] < held_out["aws-p4d-2x8-a100-efa"][0][1] / 2
+    # round 10: Slingshot is three clusters (CSCS Alps 2 x 1 and 2 x 4 GH200, Sigma2 Olivia 2 x 4
+    # GH200, ALCF Polaris 2 x 4 A100), each held out against the ofi constants of the other two:
+    # their floors agree (17.5-22.8 us at 8-32 B) and the held-out ones land within 2.2x slow
+    # there (6.5x against the EFA-set family floor in round 9); their mid sizes do not (a step
+    # of each site's own: Alps 512 KiB, Olivia 256 KiB, Polaris 128 KiB slower than the size
+    # above; 1-8 MiB apart with each site's libfabric rendezvous settings), and all four miss
+    slingshot = ("cscs-gh200-2x1-slingshot", "cscs-gh200-2x4-slingshot",
+                 "olivia-gh200-2x4-slingshot", "polaris-a100-2x4-slingshot")
     assert set(misses) == {"rtx5090-2x1-socket", "dgx-h100-1x8-nvls",
                            "gcp-a3mega-2x8-h100-tcpxo", "lambda-b200-2x8-ib",
                            "skypilot-a3high-2x8-h100-tcpx", "crusoe-a100-2x8-ib",
-                           "aws-p4d-2x8-a100-efa", "cscs-gh200-2x4-slingshot"}
-    for name in ("aws-p4d-2x8-a100-efa", "cscs-gh200-2x4-slingshot"):
-        assert held_out[name][0][3] == "libfabric", name
-        assert _summary(held_out[name])[0] < 0.20, name  # within 20 % from 1 MiB
-    assert held_out["aws-p4d-2x8-a100-efa"][0][2] < held_out["aws-p4d-2x8-a100-efa"][0][1] / 2
-    assert held_out["cscs-gh200-2x4-slingshot"][0][2] > 2 * held_out["cscs-gh200-2x4-slingshot"][0][1]
+                           "aws-p4d-2x8-a100-efa", *slingshot}
+    for name in slingshot:
+        assert {used for *_, used in held_out[name]} == {"ofi"}, name
+        assert _summary(held_out[name])[0] < 0.30, name  # within 30 % from 1 MiB
+        for n, meas, pred, _ in held_out[name]:
+            if 8 <= n <= 32:
+                assert 1.0 < pred / meas < 2.2, (name, n)
     # the three GCP A3 High TCPX tables, timed per channel that runs (transports.channel_scale):
     # Google's (12 channels forced, busbw 89.5 GB/s) and dstack's all-gather (8, 50 GB/s) meet
     # 20 %; SkyPilot's (8, 66-68 GB/s: 8 MiB buffers, dstack's 4 MiB and no core bindings)

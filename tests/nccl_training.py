@@ -20,7 +20,7 @@ error or a table of another rank count fails here, not in the fit).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -244,23 +244,13 @@ def _platform(name: str, nodes: int, version: str) -> Callable[[], NcclModel]:
 
 
 def _mesh(gpu: str, nodes: int, per: int, nic_gbps: float, nics: int, version: str,
-          net: str) -> Callable[[], NcclModel]:
-    """A topology whose GPUs are linked by NVLink to each other, no NVSwitch (no NVLS)."""
+          net: str, nic_path: Optional[str] = None) -> Callable[[], NcclModel]:
+    """A topology whose GPUs are linked by NVLink to each other, no NVSwitch (no NVLS);
+    ``nic_path``: a GPU's PCIe path to its NIC as the source states it (``--nic-path``)."""
     def make() -> NcclModel:
-        return NcclModel.for_topology(gpu, nodes, per, False, nic_gbps, nics, version, net, mesh=True)
+        return NcclModel.for_topology(gpu, nodes, per, False, nic_gbps, nics, version, net,
+                                      mesh=True, nic_path=nic_path)
     return make
-
-
-def _nic_beyond_pxb(make: Callable[[], NcclModel]) -> Callable[[], NcclModel]:
-    """``make``'s model with LL128 off on its graphs: a node whose NICs reach the GPUs no nearer
-    than a CPU host bridge (PHB, as the source's affinity table states) gives NCCL's graphs
-    ``typeInter`` PHB, and before sm90 NCCL enables LL128 only at ``typeInter <= PXB``
-    (src/graph/tuning.cc v2.18.3-1:283-295). The estimate of the topology (graph.py) does
-    not know a NIC's PCIe distance: stated here from the source, not a setting of the run."""
-    def nic_phb() -> NcclModel:
-        m = make()
-        return replace(m, ring=replace(m.ring, ll128=False), tree=replace(m.tree, ll128=False))
-    return nic_phb
 
 
 def _rtx() -> NcclModel:
@@ -301,7 +291,7 @@ TABLES: tuple[TrainingTable, ...] = (
     # (NVIDIA HPC SDK 23.9's), aws-ofi-nccl 1.9.1: a third Slingshot cluster; nothing forced. Each NIC
     # is PHB to its nearest GPU (ALCF's affinity table): NCCL 2.18 allows no LL128 on sm80 there
     TrainingTable("polaris-a100-2x4-slingshot", "alcf_polaris_a100_2x4_all_reduce_perf_2.18.3.txt", AR,
-                  "ofi", _nic_beyond_pxb(_mesh("a100", 2, 4, 400.0, 2, "2.18.3", "ofi")),
+                  "ofi", _mesh("a100", 2, 4, 400.0, 2, "2.18.3", "ofi", nic_path="phb"),
                   "argonne-lcf/alcf-nccl-tests results_polaris/nccl_2_18/n2.g4.2024-04-29-18-41-24/"
                   "all_reduce_output.dat.4", "alcf-polaris"),
     TrainingTable("rtx5090-2x1-socket", "ebpf_rtx5090_2x1_broadcast_perf.txt", BC, "socket", _rtx,

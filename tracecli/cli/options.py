@@ -11,7 +11,7 @@ import click
 from ..analysis.compute import DEVICES
 from ..costs import ALGORITHMS, DEFAULT_NETWORK, NETWORKS
 from ..costs.nccl.forced import KNOWN as NCCL_SETTINGS
-from ..costs.nccl.graph import GPUS
+from ..costs.nccl.graph import GPUS, NIC_PATHS
 from ..costs.nccl.platforms import PLATFORMS
 from ..costs.nccl.request import INTRA, MODELLED, TopologyRequest
 from ..costs.nccl.transports import NET_HELP, NETS
@@ -91,6 +91,11 @@ topology_options = options(
     click.option("--intra", type=click.Choice(INTRA), help="Fabric inside a node: nvswitch, "
                  "nvlink (GPUs linked to each other, no switch: a 4-GPU board) or pcie "
                  "(default: --platform's, else nvswitch)."),
+    click.option("--nic-path", type=click.Choice(NIC_PATHS), help="PCIe path from a GPU to "
+                 "its NIC as NCCL types it: pix or pxb (behind the GPU's PCIe switches), pxn "
+                 "(through another GPU), phb (through the CPU's host bridge), sys (across "
+                 "sockets); beyond pxb (pxn from compute capability 9.0) NCCL enables no LL128 "
+                 "(default: pxb)."),
     click.option("--nccl", "nccl", metavar="VERSION", help=_NCCL_HELP),
     click.option("--platform", type=click.Choice(list(PLATFORMS)), help="Named platform: GPU, "
                  "GPUs per node, fabric, NICs (sources in docs/costs.md)."),
@@ -160,7 +165,7 @@ def compute_from(kw) -> ComputeRequest:
 
 
 _TOPOLOGY_KEYS = ("nodes", "gpus_per_node", "nic_gbps", "nics", "intra", "nccl", "platform",
-                  "nccl_log", "net", "nccl_env")
+                  "nccl_log", "net", "nccl_env", "nic_path")
 
 
 def topology_from(kw) -> TopologyRequest:

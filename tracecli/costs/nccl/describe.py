@@ -51,7 +51,8 @@ def picks_of(model: "NcclModel", kind, sizes) -> Optional[list]:
 
 def _hardware(model: "NcclModel") -> dict[str, Any]:
     return {"device": model.device, "intra": model.intra, "nic_gbps": model.nic_gbps,
-            "nics": model.nics, "net": model.link_net, "nccl_env": dict(model.nccl_env)}
+            "nics": model.nics, "net": model.link_net, "nic_path": model.nic_path,
+            "nccl_env": dict(model.nccl_env)}
 
 
 def _timing(model: "NcclModel") -> dict[str, Any]:

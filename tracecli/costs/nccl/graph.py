@@ -41,7 +41,12 @@ from dataclasses import dataclass
 from .tuning import AlgoGraph
 
 __all__ = ["GPUS", "Gpu", "search_graphs", "tree_pattern_is_tree", "SPEEDS_INTRA", "SPEEDS_INTER",
-           "MESH_GPUS"]
+           "MESH_GPUS", "NIC_PATHS", "nic_allows_ll128"]
+
+# the PCIe path from a GPU to its NIC as NCCL types a graph's typeInter (src/graph/topo.h,
+# nearest first): the NIC on the GPU's PCIe switch, behind more switches, reached through
+# another GPU (PXN), through the CPU's host bridge, across CPU sockets
+NIC_PATHS = ("pix", "pxb", "pxn", "phb", "sys")
 
 SPEEDS_INTRA = {80: (40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0),
                 90: (60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0),
@@ -156,3 +161,17 @@ def tree_pattern_is_tree(gpu: Gpu, nodes: int) -> bool:
     on several nodes of sm90+, where a balanced tree (two GPUs sharing a NIC) fails on a
     GPU-per-NIC node and the search falls back to a simple tree (search.cc:1215-1218)."""
     return nodes > 1 and gpu.compcap >= 90
+
+
+def nic_allows_ll128(compcap: int, nic_path: str) -> bool:
+    """Whether NCCL enables LL128 (by default) on a graph whose ``typeInter`` is ``nic_path``:
+    up to PXN on compute capability 9.0+, up to PXB before (v2.18.3-1 src/graph/tuning.cc:285,
+    the same to 2.27.3; from 2.27.5 with ``NCCL_LL128_C2C``'s default 1, v2.30.7-1
+    tuning.cc:518-526).
+
+    >>> nic_allows_ll128(80, "pxb"), nic_allows_ll128(80, "pxn"), nic_allows_ll128(90, "pxn")
+    (True, False, True)
+    >>> nic_allows_ll128(90, "phb"), nic_allows_ll128(100, "sys")
+    (False, False)
+    """
+    return NIC_PATHS.index(nic_path) <= NIC_PATHS.index("pxn" if compcap >= 90 else "pxb")

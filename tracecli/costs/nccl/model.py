@@ -34,7 +34,7 @@ from ..error import ErrorBand
 from ..collectives import NAMES
 from ..model import Linear
 from ..topology import Topology
-from .graph import GPUS, MESH_GPUS, search_graphs, tree_pattern_is_tree
+from .graph import GPUS, MESH_GPUS, nic_allows_ll128, search_graphs, tree_pattern_is_tree
 from .nvls import search_nvls
 from .platforms import PLATFORMS
 from .fit_time import resolve
@@ -84,6 +84,7 @@ class NcclModel:
     net: Optional[str] = None  # the network transport (transports.py); None on one node
     net_latency: Optional[float] = None  # µs the network reports to NCCL (None: the transport's)
     nic_devices: Optional[int] = None  # network devices NCCL sees a node (transports.nccl_nics)
+    nic_path: Optional[str] = None  # a GPU's PCIe path to its NIC (graph.NIC_PATHS; None: pxb)
     # NCCL's settings the job forces (forced.py: NCCL_ALGO, NCCL_PROTO, ...; () none)
     nccl_env: tuple[tuple[str, str], ...] = ()
     _cache: dict = field(default_factory=dict, init=False, compare=False, repr=False)  # per model
@@ -91,10 +92,13 @@ class NcclModel:
     @classmethod
     def for_topology(cls, gpu: str, nodes: int, gpus_per_node: int, nvswitch: bool,
                      nic_gbps: float, nics: int, version: str = DEFAULT_VERSION,
-                     net: Optional[str] = None, mesh: bool = False) -> "NcclModel":
+                     net: Optional[str] = None, mesh: bool = False,
+                     nic_path: Optional[str] = None) -> "NcclModel":
         """The model of a topology, its graph estimated (:func:`~.graph.search_graphs`);
         ``net``: the network transport (:mod:`.transports`; ``None``: ib on several nodes);
-        ``mesh``: GPUs linked by NVLink to each other without an NVSwitch (no NVLS)."""
+        ``mesh``: GPUs linked by NVLink to each other without an NVSwitch (no NVLS);
+        ``nic_path``: a GPU's PCIe path to its NIC (``None``: on its PCIe switch), beyond
+        which NCCL enables no LL128 (:func:`~.graph.nic_allows_ll128`)."""
         if gpu not in GPUS:
             raise CostModelError(f"unknown GPU {gpu!r}; use one of " + ", ".join(GPUS))
         if net is not None and net not in NETS:
@@ -117,13 +121,16 @@ class NcclModel:
         ring, tree = search_graphs(GPUS[gpu], gpus_per_node, nodes, nvswitch, nic_gbps, devices,
                                    mesh)
         nvls = search_nvls(GPUS[gpu], gpus_per_node, nodes, nvswitch, nic_gbps, devices, version)
+        if nodes > 1 and nic_path is not None and not nic_allows_ll128(GPUS[gpu].compcap, nic_path):
+            ring, tree = replace(ring, ll128=False), replace(tree, ll128=False)
         return cls(topo, GPUS[gpu].compcap, ring, tree, version, nvls=nvls,
                    tree_pattern_tree=tree_pattern_is_tree(GPUS[gpu], nodes),
                    source=f"NCCL {version} model, {nodes} x {gpus_per_node} {gpu}", device=gpu,
                    intra="nvswitch" if nvswitch else "nvlink" if mesh else "pcie",
                    nic_gbps=nic_gbps if nodes > 1 else None, nics=nics if nodes > 1 else None,
                    net=net if nodes > 1 else None,
-                   nic_devices=devices if nodes > 1 and devices != nics else None)
+                   nic_devices=devices if nodes > 1 and devices != nics else None,
+                   nic_path=nic_path if nodes > 1 else None)
 
     @classmethod
     def for_platform(cls, platform: str, nodes: int, version: str = DEFAULT_VERSION) -> "NcclModel":

@@ -28,6 +28,9 @@ def summary_of(self: "NcclModel") -> str:
         why = nccl_nics(self.nics, t.gpus_per_node, self.link_net, self.version,
                         protocol(dict(self.nccl_env)))[1]
         net += f" (NCCL sees {self.nic_devices}: {why})"
+    if self.nic_path is not None:
+        ll128 = "" if self.ring.ll128 else ": NCCL enables no LL128 there"
+        net += f"; NICs at {self.nic_path.upper()} from their GPUs{ll128}"
     if self.plugin_latency_us:
         net += f"; the network reports {self.plugin_latency_us:g} us of latency to NCCL"
     added = plugin_env(self)

@@ -24,7 +24,7 @@ from typing import Optional
 
 from ...errors import CalibrationError, CostModelError
 from ...limits import DEFAULT_DEVICE
-from .graph import GPUS, MESH_GPUS
+from .graph import GPUS, MESH_GPUS, NIC_PATHS
 from .installed import installed_nccl
 from .forced import restrict
 from .model import NcclModel
@@ -59,6 +59,7 @@ class TopologyRequest:
     nccl_log: Optional[str] = None
     net: Optional[str] = None  # the network transport (transports.py)
     nccl_env: Optional[tuple[tuple[str, str], ...]] = None  # NCCL settings the job forces
+    nic_path: Optional[str] = None  # a GPU's PCIe path to its NIC (graph.NIC_PATHS)
 
     @property
     def given(self) -> bool:
@@ -169,6 +170,12 @@ def topology_model(req: TopologyRequest, gpus: Optional[int] = None) -> tuple[Nc
         raise CostModelError(f"unknown --net {req.net!r}; use one of " + ", ".join(NETS))
     if req.intra is not None and req.intra not in INTRA:
         raise CostModelError(f"unknown --intra {req.intra!r}; use one of " + ", ".join(INTRA))
+    if req.nic_path is not None and req.nic_path not in NIC_PATHS:
+        raise CostModelError(f"unknown --nic-path {req.nic_path!r}; use one of "
+                             + ", ".join(NIC_PATHS))
+    if req.nic_path is not None and req.nccl_log is not None:
+        raise CostModelError("--nic-path with --nccl-log: the log's graph states the path NCCL "
+                             "found (its typeInter); leave --nic-path out")
     logged_graph = None
     if req.nccl_log is not None:
         logged_graph = graphs_from_log(req.nccl_log, GPUS[device].compcap)
@@ -201,7 +208,7 @@ def topology_model(req: TopologyRequest, gpus: Optional[int] = None) -> tuple[Nc
     # a mesh tracecli cannot estimate (more than a 4-GPU board) stands on the log's graph
     mesh = intra == "nvlink" and (per <= MESH_GPUS or req.nccl_log is None)
     model = NcclModel.for_topology(device, nodes, per, nvswitch, nic_gbps or 0.0, nics, version,
-                                   net, mesh=mesh)
+                                   net, mesh=mesh, nic_path=req.nic_path)
     name = f"nccl:{platform.name}" if platform else "nccl"
     fabric = {"nvswitch": "NVSwitch", "nvlink": "NVLink without a switch"}.get(intra, "PCIe")
     network = f", {nic_gbps:g} Gb/s network per node over {nics} NIC{'s' if nics != 1 else ''}" \

@@ -32,7 +32,8 @@ def on_gpus(model: "NcclModel", gpus: int) -> "NcclModel":
     latency = model.net_latency if topo.nodes > 1 else None
     if model.graph_source == ESTIMATED and p is not None and model.intra != "nvlink" \
             and (model.device, model.intra) == (p.gpu, "nvswitch" if p.nvswitch else "pcie") \
-            and model.nic_gbps in (None, p.nic_gbps) and model.nics in (None, p.nics):
+            and model.nic_gbps in (None, p.nic_gbps) and model.nics in (None, p.nics) \
+            and model.nic_path is None:
         return _forced(model, replace(NcclModel.for_platform(p.name, topo.nodes, model.version),
                                       topology=topo, cpu=model.cpu, net=model.net,
                                       net_latency=latency))
@@ -43,7 +44,7 @@ def on_gpus(model: "NcclModel", gpus: int) -> "NcclModel":
         m = NcclModel.for_topology(model.device, topo.nodes, topo.gpus_per_node,
                                    model.intra == "nvswitch", nic_gbps or 0.0, nics or 0,
                                    model.version, model.net or (p.net if p else None),
-                                   mesh=model.intra == "nvlink")
+                                   mesh=model.intra == "nvlink", nic_path=model.nic_path)
         return _forced(model, replace(m, name=model.name, cpu=model.cpu, net_latency=latency))
     return replace(model, topology=topo)  # a log's graph: as NCCL printed it
 

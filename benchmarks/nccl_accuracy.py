@@ -132,22 +132,20 @@ def bands(after, inside=None) -> dict[str, list[tuple]]:
     return {scope: rows for scope, rows in out.items() if rows}
 
 
-def scale() -> dict[str, int]:
-    """The scale the training tables measured: per transport class, its family and all
-    networks, the most nodes a table of several nodes ran on; ``local``, the most GPUs one
-    node's tables ran on. A topology beyond it is timed and banded by extrapolation
-    (``NcclModel.beyond_scale``)."""
+def scale() -> dict[str, tuple[int, int]]:
+    """The scale the training tables measured, ``(most nodes, most GPUs a node)``: per
+    transport class, its family and all networks, over the tables of several nodes;
+    ``local``, over one node's. A topology beyond either is timed and banded by
+    extrapolation (``NcclModel.beyond_scale``)."""
     from tracecli.costs.nccl.transports import family
 
-    out: dict[str, int] = {}
+    out: dict[str, tuple[int, int]] = {}
     for t in TABLES:
         m = t.nccl()
-        if t.multi_node:
-            cls = m.time_class
-            for key in (cls, family(cls), "network"):
-                out[key] = max(out.get(key, 0), m.topology.nodes)
-        else:
-            out["local"] = max(out.get("local", 0), m.topology.gpus_per_node)
+        keys = (m.time_class, family(m.time_class), "network") if t.multi_node else ("local",)
+        for key in keys:
+            nodes, per = out.get(key, (0, 0))
+            out[key] = (max(nodes, m.topology.nodes), max(per, m.topology.gpus_per_node))
     return dict(sorted(out.items()))
 
 
@@ -169,7 +167,7 @@ def write(path: Path = OUT) -> str:
                      f"{p.ring_net!r}),")
     lines += ["}", "", "# scope -> (lo bytes, hi bytes or None, p10 error, p90 error, points, tables)",
               "ERROR_BANDS = " + repr(bands(held_out())), "",
-              "# class -> the most nodes its tables ran on (local: the most GPUs on one node)",
+              "# class -> (the most nodes, the most GPUs a node) its tables ran on",
               "SCALE = " + repr(scale()), ""]
     text = "\n".join(lines)
     path.write_text(text)

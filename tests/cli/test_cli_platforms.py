@@ -45,6 +45,8 @@ STATED = {
 
 @pytest.mark.parametrize("name", sorted(STATED))
 def test_preset_figures_are_what_its_source_states(name):
+    # a transcription check: STATED holds the figures as read from each vendor page, typed apart
+    # from the presets; it catches a preset that drifts from them, not a misread page
     (gpu, per_node, nvswitch, nics, per_nic, net), words = STATED[name]
     p = PLATFORMS[name]
     assert (p.name, p.gpu, p.gpus_per_node, p.nvswitch, p.nics, p.net) == \

@@ -104,9 +104,9 @@ def test_a_class_no_table_measured_is_the_fallback_scope_and_never_widened():
 def test_a_band_beyond_the_tables_scale_says_it_is_extrapolated():
     from tracecli.costs.nccl import fitted
 
-    most = fitted.SCALE["ib"]
+    most = fitted.SCALE["ib"][0]
     near = _rows("--platform", "dgx-h100", "--nodes", str(most), "--nccl", "2.30.7", "--sizes", "1M")
     far = _rows("--platform", "dgx-h100", "--nodes", str(4 * most), "--nccl", "2.30.7", "--sizes", "1M")
     assert near[1 << 20]["extrapolated"] is False and "extrapolated" not in near[1 << 20]["basis"]
     assert far[1 << 20]["extrapolated"] is True
-    assert f"no ib table measured more than {most} nodes" in far[1 << 20]["basis"]
+    assert f"no ib table ran on more than {most} nodes" in far[1 << 20]["basis"]

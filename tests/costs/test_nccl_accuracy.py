@@ -108,21 +108,24 @@ def test_a_topology_larger_than_every_training_table_says_it_is_extrapolated():
     from nccl_training import TABLES
 
     # the scale the tables measured, counted here from the training set itself
-    most = max(t.nccl().topology.nodes for t in TABLES if t.multi_node
-               and t.nccl().time_class == "ib")
+    ib = [t.nccl().topology for t in TABLES if t.multi_node and t.nccl().time_class == "ib"]
+    most = (max(x.nodes for x in ib), max(x.gpus_per_node for x in ib))
     one_node = max(t.nccl().topology.gpus_per_node for t in TABLES if not t.multi_node)
-    assert fitted.SCALE["ib"] == most and fitted.SCALE["local"] == one_node
-    within = NcclModel.for_platform("dgx-h100", most)
+    assert fitted.SCALE["ib"] == most and fitted.SCALE["local"] == (1, one_node)
+    within = NcclModel.for_platform("dgx-h100", most[0])
     beyond = NcclModel.for_platform("dgx-h100", 128)
     assert within.beyond_scale() is None and "extrapolated" not in within.summary()
-    assert within.describe()["time_model"]["scale"] == {"measured_max": most, "unit": "nodes",
-                                                         "beyond": False}
+    assert within.describe()["time_model"]["scale"] == {
+        "measured_nodes": most[0], "measured_gpus_per_node": most[1], "beyond": False}
     note = beyond.beyond_scale()
-    assert note == (f"no ib table measured more than {most} nodes: at 128 the time and its band "
-                    "are extrapolated")
+    assert note == (f"no ib table ran on more than {most[0]} nodes of {most[1]} GPUs: at 128 x 8 "
+                    "the time and its band are extrapolated")
     assert note in beyond.summary() and note in beyond.error(K.ALL_REDUCE, 4 << 20).basis
     assert beyond.describe()["time_model"]["scale"]["beyond"] is True
+    # more GPUs a node than any table of the class: as far beyond, on 2 nodes
+    wide = NcclModel.for_topology("h100", 2, 16, True, nic_gbps=6400, nics=16)
+    assert "at 2 x 16 the time" in wide.beyond_scale()
     big_node = NcclModel.for_topology("h100", 1, 16, True, nic_gbps=0, nics=0)
-    assert big_node.beyond_scale() == (f"no one-node table measured more than {one_node} GPUs: "
+    assert big_node.beyond_scale() == (f"no one-node table ran on more than {one_node} GPUs: "
                                        "at 16 the time and its band are extrapolated")
     assert NcclModel.for_topology("h100", 1, 8, True, nic_gbps=0, nics=0).beyond_scale() is None

@@ -174,6 +174,39 @@ def test_nccl_tests_json_file_reads_as_its_printed_output():
     assert parse_nccl_tests(_as_json(printed.rows, ngpus=4), "o.json").ranks == 8
 
 
+def test_a_json_file_of_another_rank_count_is_refused_by_the_cli(tmp_path):
+    from conftest import run
+
+    f = tmp_path / "bc.json"
+    f.write_text(_as_json(parse_nccl_tests(GOOD).rows))  # 2 ranks: its devices in its config
+    r = run("collective", "broadcast", "--platform", "dgx-h100", "--nodes", "2",
+            "--measured", f)
+    assert r.exit_code == 2 and "2 ranks" in r.output and "16" in r.output, r.output
+
+
+def test_nccl_tests_counts_of_wrong_elements_in_g_form_are_wrong_results():
+    rows = list(LINES)
+    rows[FIRST_ROW + 2] = rows[FIRST_ROW + 2].replace("0.07       0", "0.07  1.2e+06", 1)
+    e = _bad("\n".join(rows))  # %6g of 1,200,000 wrong elements (util.cu:505)
+    assert e.line == FIRST_ROW + 3 and "#wrong is 1.2e+06" in e.message
+
+
+def test_hostile_headers_and_numbers_are_one_line():
+    type_last = _hdr([("size", 10), ("count", 12)] + GROUP + GROUP + [("type", 8)], [""] * 11)
+    assert "row has" in _bad(_table(type_last, ["%12li  %12li" % (8, 2) + _body(1) + _body(1)
+                                                ])).message
+    half = _table(_hdr(NEW + GROUP + GROUP, [""] * 13), [_pre(8, 2).replace("     2", "   2.5")
+                                                         + _body(1) + _body(1)])
+    assert "count 2.5 is not a whole number" in _bad(half).message
+    null_body = _table(_hdr(NEW + GROUP + GROUP, [""] * 13), [_pre(8, 2) + " " * 32 + _body(1)])
+    assert "no out-of-place result" in _bad(null_body).message
+    text = _as_json(parse_nccl_tests(GOOD).rows)
+    huge = text.replace('"size":1024,', '"size":%s,' % ("9" * 400), 1)
+    assert "result 1 of 18: size is 999" in _bad(huge).message
+    r = parse_nccl_tests("\ufeff" + GOOD)  # a byte-order mark an editor left
+    assert len(r.rows) == 18
+
+
 def test_nccl_tests_json_bad_input():
     rows = parse_nccl_tests(GOOD).rows
     text = _as_json(rows)

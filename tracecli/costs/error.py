@@ -33,8 +33,8 @@ class ErrorBand(NamedTuple):
     widened it (``net:CLASS``: the class's own held-out errors, ``fit:CLASS``: the shipped
     constants' misses on the class's own tables); ``capped``, whether its upper edge was cut
     to the line rate, and ``uncapped_high``, that edge before the cut (``None`` where not cut);
-``extrapolated``, whether the topology is larger than every table the band and the time
-rest on (``NcclModel.beyond_scale``).
+    ``extrapolated``, whether the topology is larger than every table the band and the time
+    rest on (``NcclModel.beyond_scale``).
 
     >>> ErrorBand(-0.1, 0.05, "x", "network", ("fit:ib",), True, 0.2).to_json()["widened_by"]
     ['fit:ib']

@@ -35,7 +35,7 @@ from ...units import format_size
 from ..error import ErrorBand, ErrorTable
 
 __all__ = ["error_table", "one_cluster", "capped", "reaches_line", "beyond_scale", "scale_phrase",
-           "scale_note"]
+           "scale_note", "measured_scale"]
 
 
 @lru_cache(maxsize=64)
@@ -131,35 +131,42 @@ def reaches_line(band: ErrorBand, predicted_us: float, line_us: float) -> bool:
     return line_us > 0 and predicted_us > 0 and band.high >= predicted_us / line_us - 1.0 - 1e-9
 
 
-def beyond_scale(used: str, nodes: int, gpus_per_node: int) -> Optional[tuple[int, str]]:
-    """``(the most the training tables measured, what it counts)`` where a topology timed with
-    class ``used``'s constants is larger than every table they were fitted on (``SCALE`` of
-    :mod:`.fitted`: the most nodes a class's tables ran on; on one node, the most GPUs), else
-    ``None``: its time and error band there are extrapolated, not checked.
+def beyond_scale(used: str, nodes: int, gpus_per_node: int) -> Optional[tuple[int, int]]:
+    """``(most nodes, most GPUs a node)`` the tables of class ``used`` ran on (``SCALE`` of
+    :mod:`.fitted`; one node: ``local``'s) where a topology timed with its constants is
+    larger in either, else ``None``: its time and error band there are extrapolated, not
+    checked.
 
-    >>> beyond_scale("ib", 2, 8), beyond_scale("ib", 128, 8), beyond_scale("local", 1, 16)
-    (None, (4, 'nodes'), (8, 'GPUs on one node'))
+    >>> beyond_scale("ib", 2, 8), beyond_scale("ib", 128, 8), beyond_scale("ib", 2, 16)
+    (None, (4, 8), (4, 8))
+    >>> beyond_scale("local", 1, 16)
+    (1, 8)
     """
+    most = measured_scale(used)
+    return most if nodes > most[0] or gpus_per_node > most[1] else None
+
+
+def measured_scale(used: str) -> tuple[int, int]:
+    """``(most nodes, most GPUs a node)`` class ``used``'s tables ran on (all networks' where
+    the class has none of its own)."""
     from .fitted import SCALE
 
-    if used == "local":
-        most = SCALE.get("local", 0)
-        return (most, "GPUs on one node") if gpus_per_node > most else None
-    most = SCALE.get(used) or SCALE.get("network", 0)
-    return (most, "nodes") if nodes > most else None
+    return tuple(SCALE.get(used) or SCALE.get("local" if used == "local" else "network", (0, 0)))
 
 
-def scale_phrase(used: str, beyond: tuple[int, str], nodes: int, gpus_per_node: int) -> str:
+def scale_phrase(used: str, most: tuple[int, int], nodes: int, gpus_per_node: int) -> str:
     """What :func:`beyond_scale` found, in words for a band's basis and the model's line.
 
-    >>> scale_phrase("ib", (4, "nodes"), 128, 8)
-    'no ib table measured more than 4 nodes: at 128 the time and its band are extrapolated'
+    >>> scale_phrase("ib", (4, 8), 128, 8)
+    'no ib table ran on more than 4 nodes of 8 GPUs: at 128 x 8 the time and its band are extrapolated'
+    >>> scale_phrase("local", (1, 8), 1, 16)
+    'no one-node table ran on more than 8 GPUs: at 16 the time and its band are extrapolated'
     """
-    most, unit = beyond
-    at = nodes if unit == "nodes" else gpus_per_node
-    who = "one-node" if used == "local" else used
-    return (f"no {who} table measured more than {most} {unit.removesuffix(' on one node')}: "
-            f"at {at} the time and its band are extrapolated")
+    if used == "local":
+        return (f"no one-node table ran on more than {most[1]} GPUs: at {gpus_per_node} the "
+                "time and its band are extrapolated")
+    return (f"no {used} table ran on more than {most[0]} nodes of {most[1]} GPUs: at {nodes} x "
+            f"{gpus_per_node} the time and its band are extrapolated")
 
 
 def scale_note(model) -> Optional[str]:

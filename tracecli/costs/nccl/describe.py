@@ -69,13 +69,11 @@ def _timing(model: "NcclModel") -> dict[str, Any]:
 
 
 def _scale(model: "NcclModel", used: str) -> dict[str, Any]:
-    """The most nodes (one node: GPUs) the class's training tables ran on, and whether this
-    topology is beyond it (its times and bands extrapolated: accuracy.beyond_scale)."""
-    from .accuracy import beyond_scale
-    from .fitted import SCALE
+    """The most nodes and GPUs a node the class's training tables ran on, and whether this
+    topology is beyond either (its times and bands extrapolated: accuracy.beyond_scale)."""
+    from .accuracy import beyond_scale, measured_scale
 
-    unit = "gpus" if used == "local" else "nodes"
-    most = SCALE.get(used) or SCALE.get("local" if used == "local" else "network", 0)
+    nodes, per = measured_scale(used)
     t = model.topology
-    return {"measured_max": most, "unit": unit,
+    return {"measured_nodes": nodes, "measured_gpus_per_node": per,
             "beyond": beyond_scale(used, t.nodes, t.gpus_per_node) is not None}

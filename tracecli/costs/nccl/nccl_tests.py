@@ -63,6 +63,7 @@ class Layout:
     dtype: int
     times: tuple[int, ...]
     words: int
+    counts_wrong: bool = True  # '#wrong' (a count), not 2019's 'error' (the largest difference)
 
     @classmethod
     def of(cls, path: str, no: int, words: list[str]) -> "Layout":
@@ -80,7 +81,9 @@ class Layout:
         if "type" not in words:
             raise CalibrationError("a header with no 'type' column; pass nccl-tests' output "
                                    "unchanged", path=path, line=no)
-        return cls(words.index("type"), times, max(times, default=0) + 4)
+        dtype = words.index("type")
+        return cls(dtype, times, max(max(times, default=0) + 4, dtype + 1),
+                   all(words[t + 3] == "#wrong" for t in times))
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,7 @@ def _num(path: str, no: int, text: str, what: str, lo: float, hi: float) -> floa
 
 def parse_nccl_tests(text: str, path: str = "<nccl-tests>", collective: Optional[str] = None) -> NcclTests:
     """Rows of nccl-tests output; ``collective`` (``allreduce`` ...): the test it must be."""
+    text = text.removeprefix("\ufeff")  # a byte-order mark an editor left
     if text.lstrip().startswith("{"):  # its -J file
         from .nccl_tests_json import parse_nccl_tests_json
         return parse_nccl_tests_json(text, path, collective)
@@ -171,14 +175,20 @@ def parse_nccl_tests(text: str, path: str = "<nccl-tests>", collective: Optional
                                    "reads the out-of-place time: run nccl-tests with its default "
                                    "out-of-place and in-place columns", path=path, line=header)
         cols = line.split()
+        # writeBenchMarkLineNullBody (util.cu:479-484 at v2.19.6) prints 32 spaces for it
+        if len(cols) == layout.words - 4 and len(layout.times) == 2 and " " * 30 in line:
+            raise CalibrationError("no out-of-place result in this row (nccl-tests prints only "
+                                   "the in-place group when replaying a trace); tracecli reads "
+                                   "the out-of-place time: run nccl-tests with its default "
+                                   "out-of-place and in-place runs", path=path, line=no)
         if len(cols) < layout.words:
             raise CalibrationError(f"row has {len(cols)} columns, not {layout.words}: the "
                                    "output is cut; pass the whole output", path=path, line=no)
         out, inplace = layout.times[:2]
-        _check_wrong(path, no, cols[out + 3])
-        _check_wrong(path, no, cols[inplace + 3])
-        size = int(_num(path, no, cols[0], "size", 0, MAX_BYTES))
-        count = int(_num(path, no, cols[1], "count", 0, MAX_BYTES))
+        _check_wrong(path, no, cols[out + 3], layout.counts_wrong)
+        _check_wrong(path, no, cols[inplace + 3], layout.counts_wrong)
+        size = _whole(path, no, cols[0], "size")
+        count = _whole(path, no, cols[1], "count")
         dtype = cols[layout.dtype]
         _check_size(path, no, size, count, dtype)
         rows.append(NcclTestsRow(
@@ -232,11 +242,24 @@ def _check_size(path: str, no: int, size: int, count: int, dtype: str) -> None:
         raise CalibrationError(problem, path=path, line=no)
 
 
-def _check_wrong(path: str, no: int, text: str) -> None:
+def _whole(path: str, no: int, text: str, what: str) -> int:
+    """A size or count: a whole number of bytes or elements from 0 to :data:`MAX_BYTES`."""
+    value = _num(path, no, text, what, 0, MAX_BYTES)
+    if not value.is_integer():
+        raise CalibrationError(f"{what} {text} is not a whole number; pass nccl-tests' output "
+                               "unchanged", path=path, line=no)
+    return int(value)
+
+
+def _check_wrong(path: str, no: int, text: str, counted: bool = True) -> None:
+    """``#wrong`` (``counted``: a count of wrong elements, ``%6g``: 1.2e+06 is 1.2 million,
+    src/util.cu:505 at v2.19.6) above 0 is a run that computed wrong results; 2019's
+    ``error`` column is the largest difference found (``%5.0le``), where small ones are a
+    float reduction's rounding: only its form is checked."""
     if text in ("N/A", "0"):
         return
     value = _num(path, no, text, "#wrong", 0.0, 1e30)
-    if value > 0 and float(text).is_integer() and "e" not in text.lower() and "." not in text:
+    if counted and value > 0:
         raise CalibrationError(f"#wrong is {text}: this run computed wrong results; "
                                "fix the cluster (or nccl-tests' -c check) before using its times", path=path, line=no)
 

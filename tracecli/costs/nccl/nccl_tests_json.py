@@ -4,8 +4,8 @@ v2.18.5, src/util.cu at v2.19.6): the same results as its printed output, as dat
 nccl-tests writes one object on one line (``jsonStartObject`` ... ``jsonOutputFinalize``,
 util.cu:349-405): ``version`` (1-3, each adding keys: 2 and 3 the per-iteration report),
 ``args`` (its command line: ``args[0]`` names the test), ``config`` (``nthreads``, ``ngpus``:
-the GPUs one thread drove, util.cu:643-664), ``devices`` (one entry a process, util.cu:702-
-728) and ``results``, one object a size (util.cu:459-521): ``size``, ``count``, ``type``,
+the GPUs one thread drove, util.cu:643-664, and ``devices``, one entry a process, inside it,
+util.cu:702-731) and ``results``, one object a size (util.cu:459-521): ``size``, ``count``, ``type``,
 ``redop``, ``root`` and ``out_of_place`` / ``in_place`` objects of ``time`` (``cpu_time``
 under ``-C 1``), ``alg_bw``, ``bus_bw`` and ``nwrong`` (null without the data check);
 ``out_of_place`` is null where only in-place ran (``writeBenchMarkLineNullBody``). A NaN is
@@ -83,7 +83,8 @@ def _scale(doc: dict, bad) -> tuple[int, Optional[int]]:
         raise bad("'config' is not an object; pass nccl-tests' -J file unchanged")
     gpus = _int(config.get("ngpus", 1), "config.ngpus", 1, MAX_GPUS_PER_THREAD, bad)
     threads = _int(config.get("nthreads", 1), "config.nthreads", 1, MAX_GPUS_PER_THREAD, bad)
-    devices = doc.get("devices")
+    # nccl-tests writes the devices inside config (writeDeviceReport: util.cu:643-731 at v2.19.6)
+    devices = config.get("devices", doc.get("devices"))
     if not isinstance(devices, list) or not devices or len(devices) > MAX_PROCESSES:
         return gpus, None
     return gpus, len(devices) * threads * gpus
@@ -97,7 +98,7 @@ def _int(value: Any, what: str, lo: int, hi: int, bad) -> int:
 
 def _num(value: Any, what: str, lo: float, hi: float, bad) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) \
-            or not math.isfinite(value) or not lo <= value <= hi:
+            or not lo <= value <= hi or not math.isfinite(value):  # ints compare exactly
         raise bad(f"{what} is {json.dumps(value)[:40]}, not a number in [{lo:g}, {hi:g}]")
     return float(value)
 

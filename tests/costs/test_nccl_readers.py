@@ -134,6 +134,17 @@ def test_timestamp_suffix_reads():
     r = parse_nccl_tests(_table(head, [_pre(8, 2) + _body(20.5) + _body(21.0)
                                        + "%21s" % "2025-10-28 09:15:02"]))
     assert (r.rows[0].time_us, r.rows[0].inplace_time_us) == (20.5, 21.0)
+    # a trace replay's row (no out-of-place group: 32 spaces) with the timestamp after it
+    replay = _table(head, [_pre(8, 2) + " " * 32 + _body(21.0) + "%21s" % "2025-10-28 09:15:02"])
+    assert "no out-of-place result" in _bad(replay).message
+
+
+def test_a_bracketed_tag_before_the_output_is_not_taken_for_json():
+    tagged = "[node01:1234] warning: a high-performance network was not found\n" + GOOD
+    e = _bad(tagged)
+    assert e.line == 1 and "not nccl-tests output" in e.message and "JSON" not in e.message
+    for listed in ("[1, 2]", '["a"]', "[]", "[{", "[-1]"):
+        assert "JSON that is not nccl-tests' -J file" in _bad(listed + "\n" + GOOD).message
 
 
 def test_old_headers_without_root_read():
@@ -227,6 +238,40 @@ def test_nccl_tests_json_bad_input():
     assert "nested deeper" in _bad('{"results":' + "[" * 100_000 + "]" * 100_000 + "}").message
     e = _bad("[1, 2]")
     assert e.line == 1 and "not nccl-tests' -J file" in e.message
+
+
+def test_a_json_file_a_failed_run_left_is_refused():
+    """nccl-tests closes a failed run's file early (jsonOutputFinalize): valid JSON without
+    the footer writeResultFooter writes, perhaps cut inside a result; the printed output of
+    the same run lacks its '# Avg bus bandwidth' line and is refused too."""
+    rows = parse_nccl_tests(GOOD).rows
+    text = _as_json(rows)
+    footer = text.index(',"out_of_bounds"')
+    no_footer = text[:footer] + ',"errors":[""],"end_time":"x"}'
+    assert "stopped before nccl-tests' footer" in _bad(no_footer).message
+    cut = text[:text.rindex(',"in_place"')] + "}]}"  # the last result without its in-place run
+    e = _bad(cut)
+    assert "result 18 of 18 has no in_place" in e.message and "stopped inside" in e.message
+    no_out = text.replace('"out_of_place":{', '"x":{', 1)
+    assert "result 1 of 18 has no out_of_place" in _bad(no_out).message
+    wrong = text.replace('"out_of_bounds":{"count":0', '"out_of_bounds":{"count":7', 1)
+    assert "out_of_bounds.count is 7" in _bad(wrong).message
+    assert "out_of_bounds.count" in _bad(text.replace('{"count":0', '{"count":"0"', 1)).message
+
+
+def test_json_fields_that_decide_the_collective_and_ranks_are_checked():
+    text = _as_json(parse_nccl_tests(GOOD).rows)
+    devices = text[text.index('"devices":['):text.index('},"results"')]
+    e = _bad(text.replace(devices, '"devices":"two"'), collective="broadcast")
+    assert "config.devices is \"two\"" in e.message
+    assert "config.devices" in _bad(text.replace(devices, '"devices":[1,2]')).message
+    args = text[text.index('"args":['):text.index(',"env"')]
+    assert "args is [3]" in _bad(text.replace(args, '"args":[3]'), collective="allreduce").message
+    without = parse_nccl_tests(text.replace(args + ",", ""), "o.json", "allreduce")
+    assert without.binary is None  # a file with no command line: the collective is unsaid
+    huge = text.replace('"size":1024,', '"size":%s,' % ("9" * 5000), 1)
+    e = _bad(huge)
+    assert "thousands of digits" in e.message and "set_int_max_str_digits" not in e.message
 
 
 def test_slurm_labels_are_skipped():

@@ -51,6 +51,8 @@ _PREFIX = re.compile(r"^(?:\[\d+\]\s?|.*<stdout>:|\s*\d+: )")  # mpirun; Slurm's
 _STARTING = re.compile(r"#\s*Collective test starting:\s*(\w+)")
 _RANK = re.compile(r"^#\s+Rank\s+\d+\s+Group")
 _THREADS = re.compile(r"^#\s*nThread\s+(\S+)\s+nGpus\s+(\S+)")
+# a JSON list's start, not a bracketed tag such as OpenMPI's "[node01:1234] warning: ..."
+_JSON_LIST = re.compile(r'^\[\s*(?:[-\d"{\[\]]|true|false|null|$)')
 MAX_GPUS_PER_THREAD = 1024
 
 
@@ -138,7 +140,7 @@ def parse_nccl_tests(text: str, path: str = "<nccl-tests>", collective: Optional
         line = _PREFIX.sub("", raw).strip()
         if not line or "NCCL INFO" in line or "NCCL WARN" in line:
             continue
-        if not first and line.startswith(("{", "[")):
+        if not first and (line.startswith("{") or _JSON_LIST.match(line)):
             raise CalibrationError("JSON that is not nccl-tests' -J file (an object with "
                                    "its 'results'): pass that file, or the stdout of "
                                    "all_reduce_perf or a sibling test", path=path, line=no)
@@ -175,8 +177,9 @@ def parse_nccl_tests(text: str, path: str = "<nccl-tests>", collective: Optional
                                    "reads the out-of-place time: run nccl-tests with its default "
                                    "out-of-place and in-place columns", path=path, line=header)
         cols = line.split()
-        # writeBenchMarkLineNullBody (util.cu:479-484 at v2.19.6) prints 32 spaces for it
-        if len(cols) == layout.words - 4 and len(layout.times) == 2 and " " * 30 in line:
+        # writeBenchMarkLineNullBody (util.cu:479-484 at v2.19.6) prints 32 spaces for it (a
+        # timestamp suffix, util.cu:513, may follow the in-place group)
+        if len(cols) < layout.words and len(layout.times) == 2 and " " * 30 in line:
             raise CalibrationError("no out-of-place result in this row (nccl-tests prints only "
                                    "the in-place group when replaying a trace); tracecli reads "
                                    "the out-of-place time: run nccl-tests with its default "

@@ -14,7 +14,10 @@ written as the string ``"nan"`` and an infinity as ``inf`` (``jsonDouble``, ``%l
 Refused as in the printed output (:mod:`.nccl_tests`), each a one-line CalibrationError at
 ``path:1`` naming the result: not JSON, or JSON with no ``results`` list; a result that is not
 an object, a number of the wrong type, not finite or out of range; ``nwrong`` above 0; CPU
-time; only in-place results; another collective than the one asked for; sizes that go down.
+time; only in-place results; another collective than the one asked for; sizes that go down;
+``args`` or ``config.devices`` of another shape (they decide the collective and the ranks);
+a file a failed run left (a result without both groups, no footer: truncated, as the printed
+output without its ``# Avg bus bandwidth`` line) or whose ``out_of_bounds`` count is above 0.
 """
 
 from __future__ import annotations
@@ -43,10 +46,12 @@ def parse_nccl_tests_json(text: str, path: str, collective: Optional[str] = None
         doc = json.loads(text, parse_constant=lambda c: c)  # NaN, Infinity: kept as strings
     except RecursionError:
         raise bad("JSON nested deeper than Python reads: not nccl-tests' -J file") from None
-    except ValueError as e:
-        raise bad(f"not valid JSON ({getattr(e, 'msg', e)}, column "
-                  f"{getattr(e, 'colno', '?')}): pass nccl-tests' -J file unchanged, or its "
-                  "printed output", getattr(e, "lineno", 1)) from None
+    except json.JSONDecodeError as e:
+        raise bad(f"not valid JSON ({e.msg}, column {e.colno}): pass nccl-tests' -J file "
+                  "unchanged, or its printed output", e.lineno) from None
+    except ValueError:  # an integer of more digits than Python converts (4300)
+        raise bad("a number of thousands of digits: not nccl-tests' -J file, which writes "
+                  "sizes, counts and times of at most 20 digits") from None
     results = doc.get("results") if isinstance(doc, dict) else None
     if not isinstance(results, list):
         raise bad("JSON without nccl-tests' 'results' list: not the file nccl-tests -J writes")
@@ -54,9 +59,10 @@ def parse_nccl_tests_json(text: str, path: str, collective: Optional[str] = None
         raise bad("no results in the JSON: the run was cut short")
     if len(results) > MAX_RESULTS:
         raise bad(f"{len(results)} results: more than {MAX_RESULTS}; pass one run's file")
-    binary = _binary(doc.get("args"))
+    binary = _binary(doc.get("args"), bad)
     per_thread, ranks = _scale(doc, bad)
     rows = [_row(k, r, len(results), bad) for k, r in enumerate(results, 1)]
+    _footer(doc, bad)
     if collective is not None and binary is not None:
         want = BINARIES.get(collective, collective)
         if not binary.startswith(want):
@@ -67,11 +73,32 @@ def parse_nccl_tests_json(text: str, path: str, collective: Optional[str] = None
     return NcclTests(path, binary, ranks, tuple(rows), per_thread)
 
 
-def _binary(args: Any) -> Optional[str]:
-    """The test's name from its command line (``args[0]``: ``./build/all_reduce_perf``)."""
-    if isinstance(args, list) and args and isinstance(args[0], str) and args[0].strip():
-        return PurePosixPath(args[0].strip()).name[:200] or None
-    return None
+def _binary(args: Any, bad) -> Optional[str]:
+    """The test's name from its command line (``args[0]``: ``./build/all_reduce_perf``);
+    ``None`` where the file has no ``args``. Anything else in its place is refused: the name
+    decides whether the file is of the collective asked for."""
+    if args is None:
+        return None
+    if not isinstance(args, list) or not args or not isinstance(args[0], str) \
+            or not args[0].strip():
+        raise bad(f"args is {json.dumps(args)[:40]}, not nccl-tests' command line (a list "
+                  "whose first item names the test); pass its -J file unchanged")
+    return PurePosixPath(args[0].strip()).name[:200] or None
+
+
+def _footer(doc: dict, bad) -> None:
+    """nccl-tests writes ``out_of_bounds`` and ``average_bus_bandwidth`` after the last result
+    of a run that finished (``writeResultFooter``, util.cu:771-792); a run that failed part
+    way still leaves valid JSON, its open objects closed by ``jsonOutputFinalize``
+    (util.cu:387-400), with neither."""
+    if not isinstance(doc.get("average_bus_bandwidth"), dict):
+        raise bad("no 'average_bus_bandwidth' after the results: the run stopped before "
+                  "nccl-tests' footer (a failed run's file is closed early); pass a whole run's")
+    oob = doc.get("out_of_bounds")
+    count = oob.get("count") if isinstance(oob, dict) else oob
+    if _int(count, "out_of_bounds.count", 0, 1 << 62, bad) > 0:
+        raise bad(f"out_of_bounds.count is {count}: this run computed wrong results; fix the "
+                  "cluster (or nccl-tests' -c check) before using its times")
 
 
 def _scale(doc: dict, bad) -> tuple[int, Optional[int]]:
@@ -85,8 +112,12 @@ def _scale(doc: dict, bad) -> tuple[int, Optional[int]]:
     threads = _int(config.get("nthreads", 1), "config.nthreads", 1, MAX_GPUS_PER_THREAD, bad)
     # nccl-tests writes the devices inside config (writeDeviceReport: util.cu:643-731 at v2.19.6)
     devices = config.get("devices", doc.get("devices"))
-    if not isinstance(devices, list) or not devices or len(devices) > MAX_PROCESSES:
+    if devices is None:
         return gpus, None
+    if not isinstance(devices, list) or not devices or len(devices) > MAX_PROCESSES \
+            or not all(isinstance(d, dict) for d in devices):
+        raise bad(f"config.devices is {json.dumps(devices)[:40]}, not a list of 1 to "
+                  f"{MAX_PROCESSES} device objects (one a process); pass the -J file unchanged")
     return gpus, len(devices) * threads * gpus
 
 
@@ -118,15 +149,16 @@ def _row(k: int, r: Any, n: int, bad) -> NcclTestsRow:
     problem = size_problem(size, count, dtype)
     if problem:
         raise bad(f"{at}: {problem}")
+    if "out_of_place" not in r or "in_place" not in r:
+        raise bad(f"{at} has no {'out_of_place' if 'out_of_place' not in r else 'in_place'}: "
+                  "the run stopped inside this result (a failed run's file is closed early); "
+                  "pass a whole run's")
     out, inplace = r.get("out_of_place"), r.get("in_place")
     if out is None:
         raise bad(f"{at}: only in-place results; tracecli reads the out-of-place time: run "
                   "nccl-tests with its default out-of-place and in-place runs")
     times = []
     for name, part in (("out_of_place", out), ("in_place", inplace)):
-        if part is None and name == "in_place":
-            times.append(None)
-            continue
         if not isinstance(part, dict):
             raise bad(f"{at}: {name} is not an object; pass nccl-tests' -J file unchanged")
         if "cpu_time" in part:
@@ -140,4 +172,4 @@ def _row(k: int, r: Any, n: int, bad) -> NcclTestsRow:
                       _num(part.get("alg_bw"), f"{at}: {name}.alg_bw", 0.0, 1e6, bad),
                       _num(part.get("bus_bw"), f"{at}: {name}.bus_bw", 0.0, 1e6, bad)))
     (us, algbw, busbw), rest = times[0], times[1]
-    return NcclTestsRow(size, count, dtype, us, algbw, busbw, None if rest is None else rest[0], 1)
+    return NcclTestsRow(size, count, dtype, us, algbw, busbw, rest[0], 1)

@@ -2,10 +2,13 @@
 
 import json
 
+import pytest
+
 from click.testing import CliRunner
 
 from tracecli.cli import cli as main
 from tracecli.costs.nccl.model import NcclModel
+from tracecli.errors import CostModelError
 from tracecli.costs.nccl.request import TopologyRequest, topology_model
 from tracecli.model import CollectiveKind as K
 
@@ -30,15 +33,29 @@ def test_a_nic_beyond_the_pcie_switch_takes_ll128_away_as_nccl_does():
     assert not NcclModel.for_topology(*h100, nic_path="phb").ring.ll128
     assert not NcclModel.for_topology("a100", 2, 8, True, 1600.0, 8, "2.30.7", "ib",
                                       nic_path="pxn").ring.ll128
-    # one node has no network path: nothing changes, nothing is kept
+    # one node has no network path: nothing changes there, and the model does not say it
     alone = NcclModel.for_topology("a100", 1, 8, True, 0.0, 0, "2.30.7", None, nic_path="phb")
-    assert alone.ring.ll128 and alone.nic_path is None
+    assert alone.ring.ll128 and "NICs at" not in alone.summary()
 
 
 def test_the_path_survives_another_rank_count():
     far = NcclModel.for_topology(*POLARIS, mesh=True, nic_path="phb")
     bigger = far.on(32)
     assert bigger.topology.nodes == 8 and bigger.nic_path == "phb" and not bigger.ring.ll128
+    # from one node to several (a plan of one node's trace replayed on a run of several)
+    one = NcclModel.for_topology("a100", 1, 4, False, 0.0, 0, "2.18.3", "ofi", mesh=True,
+                                 nic_path="phb")
+    assert one.ring.ll128 and one.on(2).nic_path == "phb"
+    # one node's model knows no network: several nodes of it are refused, not timed as one
+    with pytest.raises(CostModelError, match="8 GPUs are 2 nodes of 4.*pass --nic-gbps"):
+        one.on(8)
+
+
+def test_ll128_off_on_pcie_is_not_blamed_on_the_nic_path():
+    pcie = NcclModel.for_topology("a100", 2, 8, False, 800.0, 4, "2.30.7", "ib", nic_path="pix")
+    assert not pcie.ring.ll128  # a PCIe node: NCCL enables no LL128 whatever the NIC's path
+    assert "NICs at PIX from their GPUs;" in pcie.summary() + ";"
+    assert "NCCL enables no LL128 there" not in pcie.summary()
 
 
 def test_the_cli_takes_it_says_it_and_refuses_it_with_a_log(tmp_path):

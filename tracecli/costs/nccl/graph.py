@@ -165,9 +165,9 @@ def tree_pattern_is_tree(gpu: Gpu, nodes: int) -> bool:
 
 def nic_allows_ll128(compcap: int, nic_path: str) -> bool:
     """Whether NCCL enables LL128 (by default) on a graph whose ``typeInter`` is ``nic_path``:
-    up to PXN on compute capability 9.0+, up to PXB before (v2.18.3-1 src/graph/tuning.cc:285,
-    the same to 2.27.3; from 2.27.5 with ``NCCL_LL128_C2C``'s default 1, v2.30.7-1
-    tuning.cc:518-526).
+    up to PXN on compute capability 9.0+, up to PXB before (v2.18.3-1 src/graph/tuning.cc:285;
+    from 2.27.3 under ``NCCL_LL128_C2C``, default 1: v2.27.3-1 tuning.cc:211, 460, which also
+    lets sm90 reach P2C, a path none of these five names; v2.30.7-1 tuning.cc:518-526).
 
     >>> nic_allows_ll128(80, "pxb"), nic_allows_ll128(80, "pxn"), nic_allows_ll128(90, "pxn")
     (True, False, True)

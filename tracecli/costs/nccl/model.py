@@ -130,7 +130,7 @@ class NcclModel:
                    nic_gbps=nic_gbps if nodes > 1 else None, nics=nics if nodes > 1 else None,
                    net=net if nodes > 1 else None,
                    nic_devices=devices if nodes > 1 and devices != nics else None,
-                   nic_path=nic_path if nodes > 1 else None)
+                   nic_path=nic_path)  # inert on one node; kept for .on() to several
 
     @classmethod
     def for_platform(cls, platform: str, nodes: int, version: str = DEFAULT_VERSION) -> "NcclModel":

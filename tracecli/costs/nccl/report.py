@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .graph import nic_allows_ll128
 from .ofi_env import VARS, plugin_env, protocol
 from .ofi_tuner import TUNER_VARS, note
 from .transports import nccl_nics
@@ -28,8 +29,9 @@ def summary_of(self: "NcclModel") -> str:
         why = nccl_nics(self.nics, t.gpus_per_node, self.link_net, self.version,
                         protocol(dict(self.nccl_env)))[1]
         net += f" (NCCL sees {self.nic_devices}: {why})"
-    if self.nic_path is not None:
-        ll128 = "" if self.ring.ll128 else ": NCCL enables no LL128 there"
+    if self.nic_path is not None and t.nodes > 1:  # the path, not the GPUs' links, decides
+        ll128 = "" if nic_allows_ll128(self.compcap, self.nic_path) \
+            else ": NCCL enables no LL128 there"
         net += f"; NICs at {self.nic_path.upper()} from their GPUs{ll128}"
     if self.plugin_latency_us:
         net += f"; the network reports {self.plugin_latency_us:g} us of latency to NCCL"

@@ -46,6 +46,9 @@ def on_gpus(model: "NcclModel", gpus: int) -> "NcclModel":
                                    model.version, model.net or (p.net if p else None),
                                    mesh=model.intra == "nvlink", nic_path=model.nic_path)
         return _forced(model, replace(m, name=model.name, cpu=model.cpu, net_latency=latency))
+    if model.graph_source == ESTIMATED and topo.nodes > 1:  # one node's estimate, no network
+        raise CostModelError(f"{gpus} GPUs are {topo.nodes} nodes of {g}, and this model of one "
+                             "node has no network: pass --nic-gbps and --nics (or --platform)")
     return replace(model, topology=topo)  # a log's graph: as NCCL printed it
 
 

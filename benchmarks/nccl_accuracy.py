@@ -159,12 +159,13 @@ def write(path: Path = OUT) -> str:
              "from .timing import TimeParams", "", "TRAINING = " + repr(tuple(t.name for t in TABLES)),
              "", "# class -> TimeParams(floor µs, net_floor µs, latency factor, bandwidth factor, "
              "NVLS-on-sm100 bandwidth factor, µs per more GPU a thread launches, NVLS latency factor, "
-             "NVLS fill factor, channel-reduction factor, ring-on-a-network share)",
+             "NVLS fill factor, channel-reduction factor, ring-on-a-network share, "
+             "LL-on-a-network share)",
              "FITTED = {"]
     for c, p in fitted.items():
         lines.append(f"    {c!r}: TimeParams({p.floor!r}, {p.net_floor!r}, {p.lat!r}, {p.bw!r}, "
                      f"{p.bw_nvls_sm100!r}, {p.launch!r}, {p.lat_nvls!r}, {p.fill!r}, {p.chan!r}, "
-                     f"{p.ring_net!r}),")
+                     f"{p.ring_net!r}, {p.ll_net!r}),")
     lines += ["}", "", "# scope -> (lo bytes, hi bytes or None, p10 error, p90 error, points, tables)",
               "ERROR_BANDS = " + repr(bands(held_out())), "",
               "# class -> (the most nodes, the most GPUs a node) its tables ran on",

@@ -44,11 +44,13 @@ def test_a_plain_band_says_its_scope_and_nothing_else():
 
 
 def test_a_band_widened_by_the_constants_own_misses_names_the_scopes():
-    # InfiniBand at 8 B: ib's held-out errors reach below the pooled band (net:ib) and the
-    # shipped constants miss ib's own tables further still (fit:ib): the low edge is fit:ib's
-    band = _rows("--platform", "dgx-h100", "--nodes", "2", "--nccl", "2.30.7", "--sizes", "8")[8]
-    assert (band["scope"], band["widened_by"], band["capped"]) == ("network", ["net:ib", "fit:ib"], False)
-    assert band["low_pct"] == pytest.approx(100 * _band_row("fit:ib", 8)[2])
+    # Slingshot at 8 B: ofi's held-out errors reach above the pooled band (net:ofi) and the
+    # shipped constants miss ofi's own tables further still (fit:ofi): the high edge is fit:ofi's
+    band = _rows("--platform", "cscs-alps-gh200", "--nodes", "2", "--sizes", "8")[8]
+    assert (band["scope"], band["widened_by"], band["capped"]) == ("network", ["net:ofi", "fit:ofi"],
+                                                                   False)
+    assert _band_row("net:ofi", 8)[3] > _band_row("network", 8)[3]
+    assert band["high_pct"] == pytest.approx(100 * _band_row("fit:ofi", 8)[3])
     # p5 (EFA RDMA, one cluster's tables): only its constants' in-sample misses can widen it
     band = _rows("--platform", "aws-p5", "--nodes", "2", "--sizes", "8")[8]
     assert band["widened_by"] == ["fit:efa-rdma"]

@@ -6,7 +6,8 @@ linear in its constants, so they are the weighted least squares of RELATIVE erro
 (``(predicted - measured) / measured``), each table weighing as much as any other whatever
 its number of sizes. One node has its own constants (``local``). A network's constants are a
 sum, shrunk toward each other by weak priors (:data:`PRIOR`): all networks' (``network``,
-factors pulled toward 1, NCCL's own numbers), plus its family's share (``verbs``,
+factors pulled toward 1, NCCL's own numbers; its LL share, ``ll_net``, toward 0 and never
+below it), plus its family's share (``verbs``,
 ``libfabric``, ...: :mod:`.transports`), plus its own share, each share pulled toward 0, so a
 transport measured at few sizes stays near its family and a floor is set by small sizes, not
 by one large one; a transport that shares its family has no floor share (:func:`_no_floor`).
@@ -19,7 +20,7 @@ factor and the ring's share pulled toward 0. Base constants that would go negati
 :func:`resolve` answers a transport with its own constants where a table measured it, else its
 family's, else all networks': a transport no table measured is timed from the others.
 
->>> pts = [Point("a", "local", False, (1.0, 0.0, 10.0, n / 100.0, 0.0, 0.0, 0.0, 0.0, 0.0),
+>>> pts = [Point("a", "local", False, (1.0, 0.0, 10.0, n / 100.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0),
 ...              30.0 + 2 * n / 100.0)
 ...        for n in (100, 1000, 10000, 100000)]
 >>> p = fit(pts)["local"]   # 30 µs of floor and latency, twice NCCL's bandwidth term
@@ -103,8 +104,9 @@ def fit(points: list[Point]) -> dict[str, TimeParams]:
     are ``network`` + its family's share, a transport's add its own share."""
     groups = sorted({g for p in points for g in _terms(p.net)})
     names = list(GLOBAL) + [f"{k}|{g}" for g in groups
-                                                    for k in ("net_floor", "lat", "bw")
-                                                    if not (k == "net_floor" and _no_floor(g))]
+                                                    for k in ("net_floor", "lat", "bw", "ll")
+                                                    if not (k == "net_floor" and _no_floor(g))
+                                                    and not (k == "ll" and g == "local")]
     names += [f"lat_nvls|{g}" for g in ("local", "network") if g in groups]
     idx = {n: i for i, n in enumerate(names)}
     per_table: dict[str, int] = {}
@@ -113,7 +115,7 @@ def fit(points: list[Point]) -> dict[str, TimeParams]:
     rows = []
     for p in points:
         x = [0.0] * len(names)
-        one, multi, lat, bw, bw_nvls, lat_nvls, fill, chan, ring = p.feats
+        one, multi, lat, bw, bw_nvls, lat_nvls, fill, chan, ring, ll = p.feats
         for k, f in zip(GLOBAL, (one, bw_nvls, max(0, p.gpus_per_thread - 1), fill, chan, ring)):
             x[idx[k]] = f / p.measured_us
         for g in _terms(p.net):
@@ -121,6 +123,8 @@ def fit(points: list[Point]) -> dict[str, TimeParams]:
                 x[idx[f"net_floor|{g}"]] = multi / p.measured_us
             x[idx[f"lat|{g}"]] = lat / p.measured_us
             x[idx[f"bw|{g}"]] = bw / p.measured_us
+            if f"ll|{g}" in idx:  # LL on a network: no share on one node
+                x[idx[f"ll|{g}"]] = ll / p.measured_us
             if f"lat_nvls|{g}" in idx:
                 x[idx[f"lat_nvls|{g}"]] = lat_nvls / p.measured_us
         rows.append((x, 1.0, 1.0 / per_table[p.table]))
@@ -149,7 +153,8 @@ def fit(points: list[Point]) -> dict[str, TimeParams]:
         out[key] = TimeParams(theta[0], max(0.0, sum(val("net_floor", c) for c in chain)),
                               max(0.0, sum(val("lat", c) for c in chain)),
                               max(0.0, sum(val("bw", c) for c in chain)), nvls, launch,
-                              max(0.0, val("lat_nvls", "network")), fill, chan, ring)
+                              max(0.0, val("lat_nvls", "network")), fill, chan, ring,
+                              sum(val("ll", c) for c in chain))
     return out
 
 

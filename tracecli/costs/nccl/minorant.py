@@ -37,9 +37,10 @@ def minorant_of(model, kind, table, func: int) -> Linear:
         k_lat = min(p.lat, p.lat_nvls)
         k_bw = min(p.bw, p.bw_nvls_sm100) if model.compcap >= 100 else p.bw
         ring = p.ring_net if several else 0.0
-        k_bw = min(k_bw, p.bw + ring)
+        ll = min(p.ll_net, 0.0) if several else 0.0  # LL on a network may run faster
+        k_bw = min(k_bw, p.bw + ring, p.bw + min(ring, 0.0) + ll)
         # the fill adds time; the channel term takes at most chan of bw back
         line = Linear(fixed + k_lat * lat, k_bw * per_byte) \
             if min(p.floor, p.net_floor, k_lat, k_bw, p.fill,
-                   p.bw + min(ring, 0.0) + p.chan) >= 0 else Linear(0.0, 0.0)
+                   p.bw + min(ring, 0.0) + ll + p.chan) >= 0 else Linear(0.0, 0.0)
     return Linear(0.999 * line.latency_ms / 1000.0, 0.999 * line.ms_per_byte / 1000.0)

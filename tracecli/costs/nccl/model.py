@@ -218,7 +218,7 @@ class NcclModel:
         bandwidth at NCCL's (transports.channel_scale; ``None`` to fit)."""
         a, p, _ = self.pick(kind, charged)
         if a == "none":
-            return 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
+            return (0.0,) * 10
         # the pick is NCCL's (with the latency the network reports), its time is not: a
         # plugin's reported latency is a knob for NCCL's choice (aws-ofi-nccl chose 75 us
         # because "NCCL's internal tuner choices work better with this value",
@@ -231,11 +231,13 @@ class NcclModel:
         fill = fill_bytes(a, charged, self.compcap, self.topology.nodes, self.nvls.n_channels,
                           self.version, self.nvls, chunks) \
             if nvls and self.nvls is not None else 0
-        per = 0.0 if params is None else params.bw + (params.ring_net if a == "Ring" else 0.0)
+        several = self.topology.nodes > 1
+        per = 0.0 if params is None else params.bw + (params.ring_net if a == "Ring" else 0.0) \
+            + (params.ll_net if p == "LL" and several else 0.0)
         scale = channel_scale(self.link_net, a, start, 2 * self.ring.n_channels,
                               1.0 / per if per > 0 else 0.0)
-        return features(lat, bw, charged, used, start, self.topology.nodes > 1,
-                        nvls and self.compcap >= 100, nvls, fill, a == "Ring", scale)
+        return features(lat, bw, charged, used, start, several, nvls and self.compcap >= 100,
+                        nvls, fill, a == "Ring", scale, p == "LL")
 
     def _sized(self) -> tuple["NcclModel", Any, int, float, Chunking]:
         """What :meth:`features` reads at every size, computed once: ``(self, NCCL's table

@@ -62,7 +62,10 @@ def _timed(self: "NcclModel") -> str:
         return "NCCL's own times, no launch floor"
     p, cls = hit
     net = f" over {self.link_net}" if self.link_net else ""
-    ring = f" (ring x{p.bw + p.ring_net:.2f})" if self.link_net and p.ring_net else ""
+    shares = [f"{name} x{p.bw + share:.2f}" for name, share in (("ring", p.ring_net),
+                                                                 ("LL", p.ll_net))
+              if self.link_net and share]
+    ring = f" ({', '.join(shares)})" if shares else ""
     nvls = f" (NVLS x{p.lat_nvls:.2f})" if self.nvls is not None else ""
     beyond = self.beyond_scale()
     return (f"timed{net} with constants fitted on public nccl-tests tables ({cls}: "

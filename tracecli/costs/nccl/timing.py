@@ -46,6 +46,14 @@ model"). tracecli keeps NCCL's CHOICE exactly and times that choice as it runs
   and a tree's often does not. How much faster a ring runs on a network than the other
   algorithms' common factor says is FITTED (``ring_net``, one for all networks, pulled toward
   0).
+- **the LL protocol on a network**: LL moves 8-byte lines of 4 data bytes and 4 flag bytes,
+  which on a network the proxy posts through the transport a step at a time (LL's step is
+  ``buffSize / NCCL_STEPS``: 64 KiB a slot, half of it data, against Simple's 512 KiB),
+  while NCCL prices it at half the graph's bandwidth like any other link (``ncclLLFifoLine``,
+  device.h:75-88; tuning.cc:330-352). How much slower (or faster) LL runs on a network than
+  that is FITTED (``ll_net``, added to ``bw`` where the pick is LL on several nodes, per link
+  class as ``bw``, pulled toward 0): the three Slingshot clusters run Ring/LL from 64 KiB to
+  1 MiB at 2-3.6x NCCL's time, while their 8-32 B rows are at NCCL's latency.
 - **the channels on TCPX**: GPUDirect-TCPX moves each channel's bytes through sockets and a
   helper thread of its own, so its bandwidth is the channels that run x a rate a channel, not
   NCCL's bandwidth: the bandwidth terms are scaled by twice the ring graph's channels (the
@@ -59,7 +67,8 @@ model"). tracecli keeps NCCL's CHOICE exactly and times that choice as it runs
 
 So ``time = floor [+ net_floor] + lat · NCCL latency + bw · bytes / (NCCL bandwidth · channels
 used / channels) + chan · (that term's part from the channels dropped) + fill · fill bytes /
-NCCL bandwidth [+ ring_net · the bandwidth term, a ring on several nodes]``, ``lat`` being
+NCCL bandwidth [+ ring_net · the bandwidth term, a ring on several nodes] [+ ll_net · the
+bandwidth term, LL on several nodes]``, ``lat`` being
 ``lat_nvls`` where the pick is NVLS or NVLSTree (NCCL's NVLS
 latencies price a multicast, not hops: :func:`features`) and the NVLS bandwidth on sm100 its
 own factor; a training table run by one thread driving several GPUs adds :func:`launch_us`.
@@ -119,13 +128,16 @@ class TimeParams:
     fill: float = 0.0  # the factor on the NVLS/NVLSTree pipeline's fill (pipeline.fill_bytes)
     chan: float = 0.0  # the factor on the bandwidth term's part from channels dropped
     ring_net: float = 0.0  # added to bw where the pick is a ring on several nodes
+    ll_net: float = 0.0  # added to bw where the pick's protocol is LL on several nodes
 
 
 def features(lat_us: float, bw_gbps: float, nbytes: int, used: int, channels: int,
              multi_node: bool, nvls_sm100: bool = False, nvls: bool = False, fill: int = 0,
-             ring: bool = False, per_channel: float = 1.0) -> tuple[float, ...]:
+             ring: bool = False, per_channel: float = 1.0, ll: bool = False
+             ) -> tuple[float, ...]:
     """``(1, multi-node?, latency µs, bandwidth µs, NVLS-on-sm100 bandwidth µs, NVLS latency
-    µs, fill µs, channel-reduction µs, ring-on-a-network µs)``: the terms each constant
+    µs, fill µs, channel-reduction µs, ring-on-a-network µs, LL-on-a-network µs)``: the
+    terms each constant
     multiplies. The bandwidth term goes to the fifth where the pick is NVLS or NVLSTree on
     compute capability 10.0+, the latency term to the sixth where the pick is NVLS or NVLSTree
     on any (NCCL's NVLS latencies, tuning.cc's NVLS rows of ``hwLat``/``baseLat``, price a
@@ -133,7 +145,9 @@ def features(lat_us: float, bw_gbps: float, nbytes: int, used: int, channels: in
     or a tree's hops); the seventh is the pipeline's fill (``fill`` bytes,
     :func:`.pipeline.fill_bytes`) at NCCL's bandwidth; the eighth what running on ``used`` of
     ``channels`` adds to the bandwidth term; the ninth the bandwidth term again where the pick
-    is a ring (``ring``) on several nodes. ``per_channel`` scales every bandwidth term: a
+    is a ring (``ring``) on several nodes; the tenth the bandwidth term again where the
+    pick's protocol is LL (``ll``) on several nodes. ``per_channel`` scales every bandwidth
+    term: a
     transport whose connections each move bytes at a rate of their own runs at that rate x
     the channels, not at NCCL's bandwidth (:func:`.transports.channel_scale`)."""
     frac = min(1.0, used / channels) if channels > 0 else 1.0
@@ -142,14 +156,14 @@ def features(lat_us: float, bw_gbps: float, nbytes: int, used: int, channels: in
     return (1.0, 1.0 if multi_node else 0.0, 0.0 if nvls else lat_us,
             0.0 if nvls_sm100 else bw_us, bw_us if nvls_sm100 else 0.0,
             lat_us if nvls else 0.0, fill * per_byte, bw_us - nbytes * per_byte,
-            bw_us if ring and multi_node else 0.0)
+            bw_us if ring and multi_node else 0.0, bw_us if ll and multi_node else 0.0)
 
 
 def time_us(params: TimeParams, feats: tuple[float, ...]) -> float:
-    one, net, lat, bw, bw_nvls, lat_nvls, fill, chan, ring = feats
+    one, net, lat, bw, bw_nvls, lat_nvls, fill, chan, ring, ll = feats
     return (params.floor * one + params.net_floor * net + params.lat * lat + params.bw * bw
             + params.bw_nvls_sm100 * bw_nvls + params.lat_nvls * lat_nvls + params.fill * fill
-            + params.chan * chan + params.ring_net * ring)
+            + params.chan * chan + params.ring_net * ring + params.ll_net * ll)
 
 
 def launch_us(params: TimeParams, gpus_per_thread: int) -> float:

@@ -15,7 +15,7 @@ bucket is one rank's share: the share is the size over the ranks.
 >>> m = NcclModel.for_topology("h100", 1, 8, True, 0, 0, "2.30.7")
 >>> k = CollectiveKind.ALL_REDUCE
 >>> x = NcclMeasured(m, k, ((1 << 20, 0.05), (1 << 24, 0.2)), 8, "run.txt")
->>> x.time_ms(k, 1 << 20), x.basis(k, 1 << 22), x.basis(k, 1 << 30), x.on(16).basis(k, 1 << 20)
+>>> x.time_ms(k, 1 << 20), x.basis(k, 1 << 22), x.basis(k, 1 << 30), x.on(4).basis(k, 1 << 20)
 (0.05, 'interpolated', 'extrapolated', 'model')
 >>> x.error(k, 1 << 20).text(), x.error(k, 1 << 30) == m.error(k, 1 << 30)
 ('0% to 0%', True)

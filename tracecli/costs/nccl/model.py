@@ -319,7 +319,8 @@ class NcclModel:
         for NCCL's float32 arithmetic)."""
         key = ("minorant", kind)
         if key not in self._cache:
-            table = self._table() if self.gpus > 1 else None
+            # the time model's table: the latency a network reports to NCCL is in no time
+            table = self._table(0.0) if self.gpus > 1 else None
             self._cache[key] = minorant_of(self, kind, table, FUNCS_INDEX[self._func(kind)])
         return self._cache[key]
 

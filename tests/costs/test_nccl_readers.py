@@ -143,8 +143,11 @@ def test_a_bracketed_tag_before_the_output_is_not_taken_for_json():
     tagged = "[node01:1234] warning: a high-performance network was not found\n" + GOOD
     e = _bad(tagged)
     assert e.line == 1 and "not nccl-tests output" in e.message and "JSON" not in e.message
-    for listed in ("[1, 2]", '["a"]', "[]", "[{", "[-1]"):
-        assert "JSON that is not nccl-tests' -J file" in _bad(listed + "\n" + GOOD).message
+    for tag in ("[1,0]<stderr>: a warning", "[2024-05-01 10:00:00] starting"):
+        e = _bad(tag + "\n" + GOOD)  # OpenMPI's stderr tag, a launcher's timestamp
+        assert "not nccl-tests output" in e.message and "JSON" not in e.message
+    for listed in ("[1, 2]", '["a"]', "[]", '[\n  {"size": 8}\n]'):
+        assert "JSON that is not nccl-tests' -J file" in _bad(listed).message
 
 
 def test_old_headers_without_root_read():
@@ -272,6 +275,17 @@ def test_json_fields_that_decide_the_collective_and_ranks_are_checked():
     huge = text.replace('"size":1024,', '"size":%s,' % ("9" * 5000), 1)
     e = _bad(huge)
     assert "thousands of digits" in e.message and "set_int_max_str_digits" not in e.message
+    e = _bad(huge.replace(',"results":[', ',\n"results":[\n', 1))  # laid out on lines
+    assert e.line == 3 and "thousands of digits" in e.message
+
+
+def test_a_json_file_of_nccl_tests_2_17_3_to_2_17_8_reads():
+    """v2.17.3-v2.17.8 wrote the footer's key misspelt (nccl-tests 85ca91d, fixed in v2.17.9):
+    a finished run of theirs is read, not refused as truncated."""
+    rows = parse_nccl_tests(GOOD).rows
+    old = _as_json(rows).replace('"average_bus_bandwidth":{"bandwidth"',
+                                 '"average_bus_bandwidith":{"bandwidith"')
+    assert len(parse_nccl_tests(old, "old.json").rows) == len(rows)
 
 
 def test_slurm_labels_are_skipped():

@@ -30,6 +30,7 @@ Every number is checked for type, finiteness and range where it is read.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass
@@ -51,8 +52,6 @@ _PREFIX = re.compile(r"^(?:\[\d+\]\s?|.*<stdout>:|\s*\d+: )")  # mpirun; Slurm's
 _STARTING = re.compile(r"#\s*Collective test starting:\s*(\w+)")
 _RANK = re.compile(r"^#\s+Rank\s+\d+\s+Group")
 _THREADS = re.compile(r"^#\s*nThread\s+(\S+)\s+nGpus\s+(\S+)")
-# a JSON list's start, not a bracketed tag such as OpenMPI's "[node01:1234] warning: ..."
-_JSON_LIST = re.compile(r'^\[\s*(?:[-\d"{\[\]]|true|false|null|$)')
 MAX_GPUS_PER_THREAD = 1024
 
 
@@ -126,6 +125,16 @@ def _num(path: str, no: int, text: str, what: str, lo: float, hi: float) -> floa
     return value
 
 
+def _is_json(text: str) -> bool:
+    """Whether ``text`` is JSON (a list, here), not output whose first line is a bracketed
+    tag such as OpenMPI's ``[node01:1234] warning: ...`` or ``[1,0]<stderr>:``."""
+    try:
+        json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
 def parse_nccl_tests(text: str, path: str = "<nccl-tests>", collective: Optional[str] = None) -> NcclTests:
     """Rows of nccl-tests output; ``collective`` (``allreduce`` ...): the test it must be."""
     text = text.removeprefix("\ufeff")  # a byte-order mark an editor left
@@ -140,7 +149,7 @@ def parse_nccl_tests(text: str, path: str = "<nccl-tests>", collective: Optional
         line = _PREFIX.sub("", raw).strip()
         if not line or "NCCL INFO" in line or "NCCL WARN" in line:
             continue
-        if not first and (line.startswith("{") or _JSON_LIST.match(line)):
+        if not first and (line.startswith("{") or line.startswith("[") and _is_json(text)):
             raise CalibrationError("JSON that is not nccl-tests' -J file (an object with "
                                    "its 'results'): pass that file, or the stdout of "
                                    "all_reduce_perf or a sibling test", path=path, line=no)

@@ -1,5 +1,5 @@
 """Reader of nccl-tests' JSON file (``-J FILE.json``, ``--output_file``; NVIDIA/nccl-tests from
-v2.18.5, src/util.cu at v2.19.6): the same results as its printed output, as data.
+v2.17.3, 00f5281; src/util.cu at v2.19.6): the same results as its printed output, as data.
 
 nccl-tests writes one object on one line (``jsonStartObject`` ... ``jsonOutputFinalize``,
 util.cu:349-405): ``version`` (1-3, each adding keys: 2 and 3 the per-iteration report),
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import PurePosixPath
 from typing import Any, Optional
 
@@ -35,6 +36,7 @@ __all__ = ["parse_nccl_tests_json", "MAX_RESULTS"]
 
 MAX_RESULTS = 100_000  # sizes of one run: nccl-tests doubles from 1 byte to 2^50 in 51 steps
 MAX_PROCESSES = 1 << 20
+FOOTER_KEYS = ("average_bus_bandwidth", "average_bus_bandwidith")
 
 
 def parse_nccl_tests_json(text: str, path: str, collective: Optional[str] = None) -> NcclTests:
@@ -50,8 +52,10 @@ def parse_nccl_tests_json(text: str, path: str, collective: Optional[str] = None
         raise bad(f"not valid JSON ({e.msg}, column {e.colno}): pass nccl-tests' -J file "
                   "unchanged, or its printed output", e.lineno) from None
     except ValueError:  # an integer of more digits than Python converts (4300)
+        long = re.search(r"\d{4000,}", text)
         raise bad("a number of thousands of digits: not nccl-tests' -J file, which writes "
-                  "sizes, counts and times of at most 20 digits") from None
+                  "sizes, counts and times of at most 20 digits",
+                  text.count("\n", 0, long.start()) + 1 if long else 1) from None
     results = doc.get("results") if isinstance(doc, dict) else None
     if not isinstance(results, list):
         raise bad("JSON without nccl-tests' 'results' list: not the file nccl-tests -J writes")
@@ -91,7 +95,8 @@ def _footer(doc: dict, bad) -> None:
     of a run that finished (``writeResultFooter``, util.cu:771-792); a run that failed part
     way still leaves valid JSON, its open objects closed by ``jsonOutputFinalize``
     (util.cu:387-400), with neither."""
-    if not isinstance(doc.get("average_bus_bandwidth"), dict):
+    # v2.17.3-v2.17.8 wrote the key misspelt (nccl-tests 85ca91d fixed it in v2.17.9)
+    if not any(isinstance(doc.get(k), dict) for k in FOOTER_KEYS):
         raise bad("no 'average_bus_bandwidth' after the results: the run stopped before "
                   "nccl-tests' footer (a failed run's file is closed early); pass a whole run's")
     oob = doc.get("out_of_bounds")

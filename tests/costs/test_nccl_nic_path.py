@@ -47,8 +47,17 @@ def test_the_path_survives_another_rank_count():
                                  nic_path="phb")
     assert one.ring.ll128 and one.on(2).nic_path == "phb"
     # one node's model knows no network: several nodes of it are refused, not timed as one
-    with pytest.raises(CostModelError, match="8 GPUs are 2 nodes of 4.*pass --nic-gbps"):
+    with pytest.raises(CostModelError, match="8 GPUs are 2 nodes of 4.*--nodes and "
+                                             "--gpus-per-node, with its --nic-gbps"):
         one.on(8)
+    # a platform knows its network: one node of it rescaled to several keeps the path and
+    # the platform's transport (an A100 at PXN: no LL128 before sm90)
+    dgx = topology_model(TopologyRequest(platform="dgx-a100", nodes=1, nic_path="pxn"))[0]
+    several = dgx.on(16)
+    assert several.topology.nodes == 2 and several.nic_path == "pxn"
+    assert not several.ring.ll128 and several.link_net == "ib"
+    p5 = topology_model(TopologyRequest(platform="aws-p5", nodes=1))[0].on(16)
+    assert (p5.link_net, p5.time_class) == ("efa", "efa-rdma")  # not ib, the default
 
 
 def test_ll128_off_on_pcie_is_not_blamed_on_the_nic_path():

@@ -509,7 +509,8 @@ def test_the_fill_and_the_channel_factor_are_fitted_within_reason():
     # negative), the channel factor between none of the reduction showing (-bw) and all (0)
     for key, p in fitted.FITTED.items():
         assert 0.2 < p.fill < 1.0 and -0.8 < p.chan < -0.2, key
-        assert p.bw + min(p.ring_net, 0.0) + p.chan > 0, key  # fewer channels: never faster
+        # fewer channels: never faster, LL on a network included
+        assert p.bw + min(p.ring_net, 0.0) + min(p.ll_net, 0.0) + p.chan > 0, key
         # a ring on a network: a few per cent faster than the other picks' common factor
         assert -0.15 < p.ring_net < 0.0, key
     # the terms: fill µs at NCCL's bandwidth; the channel term is what the reduction adds
@@ -518,6 +519,26 @@ def test_the_fill_and_the_channel_factor_are_fitted_within_reason():
     assert f[8] == 0.0  # the ring's share: a ring on several nodes only
     assert features(5.0, 100.0, 1 << 20, 16, 16, True, ring=True)[8] == pytest.approx((1 << 20) / 1e5)
     assert features(5.0, 100.0, 1 << 20, 16, 16, False, ring=True)[8] == 0.0
+
+
+def test_ll_on_a_network_is_a_term_of_its_own():
+    # the tenth term: the bandwidth term again where the pick is LL on several nodes, never
+    # on one node, never for another protocol
+    f = features(5.0, 100.0, 1 << 20, 16, 16, True, ll=True)
+    assert f[9] == pytest.approx(f[3]) and f[9] == pytest.approx((1 << 20) / 1e5)
+    assert features(5.0, 100.0, 1 << 20, 16, 16, False, ll=True)[9] == 0.0
+    assert features(5.0, 100.0, 1 << 20, 16, 16, True)[9] == 0.0
+    # the model passes its pick's protocol: Tree/LL at 8 B on 2 x 8 H100, Simple at 1 GiB
+    m = NcclModel.for_platform("dgx-h100", 2, "2.30.7")
+    assert m.choice(K.ALL_REDUCE, 8)[1] == "LL" and m.features(K.ALL_REDUCE, 8)[9] > 0
+    assert m.choice(K.ALL_REDUCE, 1 << 30)[1] == "Simple"
+    assert m.features(K.ALL_REDUCE, 1 << 30)[9] == 0.0
+    one = NcclModel.for_platform("dgx-h100", 1, "2.30.7")
+    assert one.choice(K.ALL_REDUCE, 8)[1] == "LL" and one.features(K.ALL_REDUCE, 8)[9] == 0.0
+    # fitted: all networks' share never below 0, one node none; a class's share moves LL's
+    # time as the table says (Slingshot's LL runs slower than NCCL's price, RoCE's faster)
+    assert fitted.FITTED["network"].ll_net >= 0.0 and fitted.FITTED["local"].ll_net == 0.0
+    assert fitted.FITTED["ofi"].ll_net > 1.0 > fitted.FITTED["roce"].bw + fitted.FITTED["roce"].ll_net
     # an NVLS pick of a few MiB pays its fill; at 8 GiB it is a few per cent
     m = NcclModel.for_topology("h100", 1, 8, True, 0.0, 0, "2.30.7", None)
     assert m.choice(K.ALL_REDUCE, 8 << 20)[0] == "NVLS"

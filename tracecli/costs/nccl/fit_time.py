@@ -53,7 +53,8 @@ class Point(NamedTuple):
     net: str          # the transport, or "local" on one node
     multi_node: bool
     feats: tuple      # timing.features: (1, multi-node, latency, bandwidth, NVLS-sm100 bandwidth,
-    #                   NVLS latency, fill, channel reduction, ring on a network), µs
+    #                   NVLS latency, fill, channel reduction, ring on a network, LL on a
+    #                   network), µs
     measured_us: float
     cluster: str = ""  # the cluster measured: loco holds its tables out together (default: table)
     gpus_per_thread: int = 1  # GPUs one thread drove (nccl-tests -g): timing.launch_us

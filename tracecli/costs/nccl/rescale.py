@@ -35,7 +35,8 @@ def on_gpus(model: "NcclModel", gpus: int) -> "NcclModel":
             and model.nic_gbps in (None, p.nic_gbps) and model.nics in (None, p.nics) \
             and model.nic_path is None:
         return _forced(model, replace(NcclModel.for_platform(p.name, topo.nodes, model.version),
-                                      topology=topo, cpu=model.cpu, net=model.net,
+                                      topology=topo, cpu=model.cpu,
+                                      net=model.net or (p.net if topo.nodes > 1 else None),
                                       net_latency=latency))
     nic_gbps = model.nic_gbps or (p.nic_gbps if p else None)  # a platform's, on one node
     nics = model.nics or (p.nics if p else None)
@@ -47,8 +48,9 @@ def on_gpus(model: "NcclModel", gpus: int) -> "NcclModel":
                                    mesh=model.intra == "nvlink", nic_path=model.nic_path)
         return _forced(model, replace(m, name=model.name, cpu=model.cpu, net_latency=latency))
     if model.graph_source == ESTIMATED and topo.nodes > 1:  # one node's estimate, no network
-        raise CostModelError(f"{gpus} GPUs are {topo.nodes} nodes of {g}, and this model of one "
-                             "node has no network: pass --nic-gbps and --nics (or --platform)")
+        raise CostModelError(f"{gpus} GPUs are {topo.nodes} nodes of {g}, and this model is of "
+                             "one node, which keeps no network: pass the run's --nodes and "
+                             "--gpus-per-node, with its --nic-gbps and --nics (or --platform)")
     return replace(model, topology=topo)  # a log's graph: as NCCL printed it
 
 

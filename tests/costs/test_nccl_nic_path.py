@@ -8,8 +8,8 @@ from click.testing import CliRunner
 
 from tracecli.cli import cli as main
 from tracecli.costs.nccl.model import NcclModel
-from tracecli.errors import CostModelError
 from tracecli.costs.nccl.request import TopologyRequest, topology_model
+from tracecli.errors import CostModelError
 from tracecli.model import CollectiveKind as K
 
 # a Polaris-like node (ALCF): 4 A100 on an NVLink mesh, 2 x 200 Gb/s Slingshot, NCCL 2.18.3
@@ -42,7 +42,7 @@ def test_the_path_survives_another_rank_count():
     far = NcclModel.for_topology(*POLARIS, mesh=True, nic_path="phb")
     bigger = far.on(32)
     assert bigger.topology.nodes == 8 and bigger.nic_path == "phb" and not bigger.ring.ll128
-    # from one node to several (a plan of one node's trace replayed on a run of several)
+    # a one-node model keeps the path (inert there) at another rank count of its node
     one = NcclModel.for_topology("a100", 1, 4, False, 0.0, 0, "2.18.3", "ofi", mesh=True,
                                  nic_path="phb")
     assert one.ring.ll128 and one.on(2).nic_path == "phb"

@@ -65,9 +65,9 @@ def _timed(self: "NcclModel") -> str:
     shares = [f"{name} x{p.bw + share:.2f}" for name, share in (("ring", p.ring_net),
                                                                  ("LL", p.ll_net))
               if self.link_net and share]
-    ring = f" ({', '.join(shares)})" if shares else ""
+    by_pick = f" ({', '.join(shares)})" if shares else ""
     nvls = f" (NVLS x{p.lat_nvls:.2f})" if self.nvls is not None else ""
     beyond = self.beyond_scale()
     return (f"timed{net} with constants fitted on public nccl-tests tables ({cls}: "
             f"{p.floor + p.net_floor:.0f} us floor, latency x{p.lat:.2f}{nvls}, "
-            f"bandwidth x{p.bw:.2f}{ring})" + (f"; {beyond}" if beyond else ""))
+            f"bandwidth x{p.bw:.2f}{by_pick})" + (f"; {beyond}" if beyond else ""))
